@@ -1,0 +1,169 @@
+"""`rlsim` command line: run, validate, schema, profiles, presets, calibrate.
+
+Bad input never shows a traceback: every problem is one line `file: dotted.path: what is wrong`
+on stderr and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rlsim.paths import shipped_dir
+from rlsim.scenario.errors import ScenarioError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Discrete-event simulator of RL fine-tuning clusters (HybridFlow/verl, ROLL, AReaL schedules).",
+)
+console = Console()
+err = Console(stderr=True)
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override a scenario value: dotted.path=value (repeatable)"),
+]
+
+
+def _fail(lines: list[str]) -> None:
+    for line in lines:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def resolve_scenario_path(name: str) -> Path:
+    """A path, or the name of a shipped scenario (`quickstart`, `hybridflow/ppo-7b-colocate`)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    shipped = shipped_dir("scenarios")
+    for candidate in (shipped / name, shipped / f"{name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return path  # the loader reports it missing
+
+
+def _load(scenario: str, overrides: list[str] | None):
+    from rlsim.scenario.loader import load_scenario
+
+    try:
+        return load_scenario(resolve_scenario_path(scenario), overrides or [])
+    except ScenarioError as exc:
+        _fail(exc.lines())
+
+
+@app.command()
+def run(
+    scenario: Annotated[str, typer.Argument(help="Scenario YAML (or the name of a shipped one)")],
+    set_: SetOption = None,
+    seed: Annotated[int | None, typer.Option(help="Override the scenario's seed")] = None,
+    out: Annotated[Path | None, typer.Option(help="Results folder (default runs/<scenario name>)")] = None,
+    plots: Annotated[bool, typer.Option(help="Write PNG plots")] = True,
+) -> None:
+    """Simulate a scenario, print a summary table and write the results folder."""
+    from rlsim.report.output import summary_rows, write_results
+    from rlsim.simulate import simulate
+
+    scn = _load(scenario, set_)
+    if seed is not None:
+        scn = scn.model_copy(update={"seed": seed})
+    result = simulate(scn)
+    out_dir = out or Path("runs") / scn.name
+    write_results(result, out_dir, plots=plots)
+    table = Table(title=f"rlsim: {scn.name}", show_header=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    for k, v in summary_rows(result):
+        table.add_row(k, v)
+    console.print(table)
+    console.print(f"results in {out_dir}/ (summary.json, steps.csv, timeline.csv, gantt.png)")
+
+
+@app.command()
+def validate(
+    scenario: Annotated[str, typer.Argument(help="Scenario YAML")],
+    set_: SetOption = None,
+) -> None:
+    """Check a scenario (schema, references, parallelism, memory) without simulating."""
+    scn = _load(scenario, set_)
+    console.print(f"{scenario}: ok ({scn.name}: {sum(p.gpus for p in scn.cluster.pools.values())} GPUs)")
+
+
+@app.command()
+def schema() -> None:
+    """Print the scenario JSON schema (for editor completion and validation)."""
+    from rlsim.scenario.schema import Scenario
+
+    sys.stdout.write(json.dumps(Scenario.model_json_schema(), indent=2) + "\n")
+
+
+@app.command()
+def profiles() -> None:
+    """List the shipped hardware profiles."""
+    from rlsim.hardware import available_profiles, load_profile
+
+    table = Table(title="hardware profiles")
+    for col in ("name", "BF16 TFLOP/s", "HBM GB", "HBM TB/s", "NVLink GB/s", "NIC Gb/s", "$/GPU-h", "description"):
+        table.add_column(col)
+    for name in available_profiles():
+        p = load_profile(name)
+        price = "-" if p.price_usd_per_gpu_hour is None else f"{p.price_usd_per_gpu_hour:.2f}"
+        table.add_row(
+            name, f"{p.bf16_tflops:g}", f"{p.hbm_gb:g}", f"{p.hbm_tb_per_s:g}", f"{p.nvlink_gb_per_s:g}",
+            f"{p.nic_gbit_per_s:g}", price, p.description,
+        )
+    console.print(table)
+
+
+@app.command()
+def presets() -> None:
+    """List the model presets with their parameter counts."""
+    from rlsim.model_shapes import ModelShape, preset_names, resolve_preset
+
+    table = Table(title="model presets")
+    for col in ("name", "params (B)", "active (B)", "layers", "hidden", "kv heads", "KV KB/token"):
+        table.add_column(col)
+    for name in preset_names():
+        m = ModelShape(**resolve_preset(name))
+        table.add_row(
+            name, f"{m.params / 1e9:.2f}", f"{m.active_params / 1e9:.2f}", str(m.layers), str(m.hidden),
+            str(m.kv_heads), f"{m.kv_bytes_per_token / 1024:.0f}",
+        )
+    console.print(table)
+
+
+@app.command()
+def calibrate(
+    measurements: Annotated[Path, typer.Argument(help="CSV of measured timings (hardware_profiles/measurements/)")],
+    profile: Annotated[str, typer.Option(help="Starting hardware profile (name or YAML path)")],
+    out: Annotated[Path | None, typer.Option(help="Write the fitted profile here")] = None,
+) -> None:
+    """Fit decode efficiencies, fixed overhead, prefill efficiency and MFU to measurements."""
+    from rlsim import calibrate as cal
+    from rlsim.hardware import load_profile
+
+    try:
+        rows = cal.read_measurements(measurements)
+        start = load_profile(profile)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        _fail([f"{measurements}: {exc}"])
+    result = cal.fit(rows, start)
+    console.print(cal.format_report(result), markup=False, highlight=False)
+    if out is not None:
+        cal.write_profile(result.profile, out)
+        console.print(f"wrote {out}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""The simulation environment: a SimPy Environment that also carries the run's shared state.
+
+SimPy keeps all time on the Environment; rlsim keeps the rest of a run's state there too (its one
+random generator, the GPU ledger, the current RL step and policy version), so that two runs never
+share anything and a run is reproducible from its seed alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from rlsim.engine.ledger import GpuLedger
+
+
+class SimEnvironment(simpy.Environment):
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+        self.ledger = GpuLedger()
+        self.rl_step = 0  # RL step the schedule is working on (labels timeline rows)
+        self.policy_version = 0  # version of the weights the trainer holds
+        self.events_processed = 0
+
+    def step(self) -> None:
+        """Process one event (counted: meta.json reports how many a run took)."""
+        self.events_processed += 1
+        super().step()

@@ -1,0 +1,422 @@
+"""InferenceEngine: a vLLM/SGLang-style continuous-batching engine as one SimPy process.
+
+Events happen only when the running batch changes (an admission, a completion, a preemption, an
+abort, a pause): between two changes every running sequence gains one token per step, so the time
+to the next change is a closed-form sum over steps (`DecodeCoefficients`). The engine never steps
+token by token, so simulated cost grows with sequences, not with tokens.
+
+Bookkeeping is O(1)/O(log n) per event: a global step counter `tick`, each running request's
+finish tick in a heap, and the total running context S kept as `base + B * tick`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict, deque
+from typing import Literal
+
+from rlsim.costs.generation import DecodeCoefficients, decode_coefficients, prefill_time
+from rlsim.engine.environment import SimEnvironment
+from rlsim.engine.request import Request
+from rlsim.hardware import HardwareProfile
+from rlsim.model_shapes import ModelShape
+from rlsim.scenario.schema import EngineSpec
+
+ResumeMode = Literal["keep", "recompute"]
+
+
+class EngineCapacityError(RuntimeError):
+    """A single request needs more KV cache than the whole engine has (caught by validation normally)."""
+
+
+class InferenceEngine:
+    def __init__(
+        self,
+        env: SimEnvironment,
+        name: str,
+        model: ModelShape,
+        hw: HardwareProfile,
+        tp: int,
+        settings: EngineSpec,
+        kv_capacity_tokens: float,
+        pool: str,
+        role: str = "rollout",
+        record_stats: bool = True,
+    ):
+        self.env = env
+        self.name = name
+        self.model = model
+        self.hw = hw
+        self.tp = tp
+        self.settings = settings
+        self.kv_capacity = float(kv_capacity_tokens)
+        self.pool = pool
+        self.role = role
+        self.weight_version = 0
+        env.ledger.add_group(name, pool, tp)
+
+        self.waiting: deque[Request] = deque()
+        self.running: dict[Request, None] = {}  # insertion-ordered: last = most recently admitted
+        self._heap: list[tuple[int, int, Request]] = []
+        self._seq = 0  # heap tie-breaker, per engine
+        self._tick = 0
+        self._base = 0  # sum over running of (context at join - tick at join)
+        self._prefix_cache: OrderedDict = OrderedDict()  # trajectory_id -> cached tokens (LRU)
+        self._cache_tokens = 0
+        self._coeffs: dict[int, DecodeCoefficients] = {}
+        self._wake = None
+        self._pause_requested = None  # event to fire once paused
+        self._resume_evt = None
+        self._resume_mode: ResumeMode = "keep"
+        self.paused = False
+        self._busy_start: float | None = None
+        self._busy_step = 0
+
+        # Counters and optional time series (batch size / KV use at each batch change).
+        self.tokens_generated = 0
+        self.tokens_prefilled = 0
+        self.preemptions = 0
+        self.completed = 0
+        self.stats: list[tuple[float, int, float]] | None = [] if record_stats else None
+        self.process = env.process(self._run())
+
+    # ------------------------------------------------------------------ public API
+
+    def submit(self, req: Request):
+        """Queue a request; returns its `done` event (value: the request, also when aborted)."""
+        req.engine = self.name
+        req.arrival_s = self.env.now
+        req.done = self.env.event()
+        self.waiting.append(req)
+        if len(self.running) < self.settings.max_num_seqs:
+            self._wake_up()
+        return req.done
+
+    def abort(self, req: Request) -> None:
+        """Drop a request wherever it is; its KV is freed and `done` fires with `aborted` set."""
+        if req.finished or req.aborted:
+            return
+        if req in self.running:
+            self._leave(req)
+            self._wake_up()
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        req.aborted = True
+        if req.done is not None and not req.done.triggered:
+            req.done.succeed(req)
+
+    def pause(self):
+        """Stop at the next step boundary (e.g. for a weight update); the returned event fires when paused."""
+        if self._pause_requested is None:
+            self._pause_requested = self.env.event()
+            self._wake_up()
+        return self._pause_requested
+
+    def resume(self, version: int | None = None, mode: ResumeMode = "keep") -> None:
+        """Continue after a pause. `recompute` drops every KV (new weights) and re-prefills in-flight work."""
+        if version is not None:
+            self.weight_version = version
+        self._resume_mode = mode
+        if self._resume_evt is not None and not self._resume_evt.triggered:
+            self._resume_evt.succeed()
+
+    def close(self) -> None:
+        """End of run: record a busy interval still open."""
+        self._idle()
+
+    @property
+    def kv_used(self) -> float:
+        return self._running_context() + self._cache_tokens
+
+    @property
+    def load(self) -> int:
+        return len(self.running) + len(self.waiting)
+
+    # ------------------------------------------------------------------ internals
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    def _running_context(self) -> int:
+        return self._base + len(self.running) * self._tick
+
+    def _coefficients(self, batch: int) -> DecodeCoefficients:
+        c = self._coeffs.get(batch)
+        if c is None:
+            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch)
+        return c
+
+    def _generated_now(self, req: Request) -> int:
+        return req._gen_at_join + (self._tick - req._join_tick)
+
+    def _flush_versions(self, req: Request) -> None:
+        """Credit the tokens decoded since the last flush to the weight version that made them."""
+        made = self._tick - req._seg_tick
+        if made > 0:
+            req.version_tokens[req._seg_version] = req.version_tokens.get(req._seg_version, 0) + made
+        req._seg_tick = self._tick
+        req._seg_version = self.weight_version
+
+    def _join(self, req: Request) -> None:
+        req._join_tick = self._tick
+        req._gen_at_join = req.generated
+        req._seg_tick = self._tick
+        req._seg_version = self.weight_version
+        self.running[req] = None
+        self._base += req.context_tokens - self._tick
+        self._seq += 1
+        req._heap_seq = self._seq
+        heapq.heappush(self._heap, (self._tick + req.remaining, self._seq, req))
+
+    def _leave(self, req: Request) -> None:
+        """Take a request out of the running batch, syncing its generated count."""
+        self._flush_versions(req)
+        req.generated = self._generated_now(req)
+        self._base -= req._gen_at_join + req.prefix_tokens + req.prompt_tokens - req._join_tick
+        del self.running[req]
+
+    def _finish(self, req: Request) -> None:
+        req.finished_s = self.env.now
+        self.completed += 1
+        if self.settings.enable_prefix_caching and req.trajectory_id is not None:
+            self._cache_put(req.trajectory_id, req.context_tokens)
+        if req.done is not None and not req.done.triggered:
+            req.done.succeed(req)
+
+    def _cache_put(self, key, tokens: int) -> None:
+        self._cache_drop(key)
+        self._prefix_cache[key] = tokens
+        self._cache_tokens += tokens
+
+    def _cache_drop(self, key) -> int:
+        tokens = self._prefix_cache.pop(key, 0)
+        self._cache_tokens -= tokens
+        return tokens
+
+    def _evict_cache_until(self, needed_free: float, keep=None) -> None:
+        """Evict least-recently-used cached prefixes until `needed_free` KV tokens are free."""
+        for key in list(self._prefix_cache):
+            if self.kv_capacity - self.kv_used >= needed_free:
+                return
+            if key != keep:
+                self._cache_drop(key)
+
+    def _busy(self) -> None:
+        """Open a busy interval (or start a new one when the schedule has moved to another RL step)."""
+        if self._busy_start is not None and self._busy_step != self.env.rl_step:
+            self._idle()
+        if self._busy_start is None:
+            self._busy_start = self.env.now
+            self._busy_step = self.env.rl_step
+
+    def _idle(self) -> None:
+        if self._busy_start is not None:
+            self.env.ledger.record(
+                self.name, self.role, "generate", self._busy_start, self.env.now,
+                self.env.rl_step, self.weight_version,
+            )
+            self._busy_start = None
+
+    def _sample_stats(self) -> None:
+        if self.stats is not None:
+            self.stats.append((self.env.now, len(self.running), self.kv_used))
+
+    # ------------------------------------------------------------------ admission and prefill
+
+    def _admit(self) -> list[tuple[Request, int, int]]:
+        """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix)."""
+        admitted: list[tuple[Request, int, int]] = []
+        max_seqs = self.settings.max_num_seqs
+        pending = 0  # KV the requests admitted so far in this round will hold
+        while self.waiting and len(self.running) + len(admitted) < max_seqs:
+            req = self.waiting[0]
+            cached = 0
+            if (
+                self.settings.enable_prefix_caching
+                and req.trajectory_id is not None
+                and req.generated == 0
+                and self._prefix_cache.get(req.trajectory_id, -1) >= req.prefix_tokens > 0
+            ):
+                cached = req.prefix_tokens
+            new_tokens = req.context_tokens - cached
+            # Room for its KV (plus the token the prefill emits) and one more decode step for the whole
+            # batch, with vLLM's 1% watermark: a just-preempted request is not readmitted at once.
+            batch = len(self.running) + len(admitted)
+            headroom = max(batch + 1, 0.01 * self.kv_capacity) if batch else 1
+            need = new_tokens + 1 + headroom
+            if self.kv_capacity - self.kv_used - pending < need:
+                self._evict_cache_until(need + pending, keep=req.trajectory_id if cached else None)
+            if self.kv_capacity - self.kv_used - pending < need:
+                if not self.running and not admitted:
+                    raise EngineCapacityError(
+                        f"{self.name}: a request needs {need} KV tokens but the engine holds "
+                        f"{self.kv_capacity:.0f}"
+                    )
+                break
+            self.waiting.popleft()
+            if cached:
+                self._cache_drop(req.trajectory_id)
+            elif req.trajectory_id is not None:
+                self._cache_drop(req.trajectory_id)  # stale (shorter) prefix: recomputed anyway
+            admitted.append((req, new_tokens, cached))
+            pending += new_tokens + 1
+        return admitted
+
+    def _prefill_duration(self, admitted: list[tuple[Request, int, int]]) -> float:
+        total = sum(t for _, t, _ in admitted)
+        sq = float(sum(t * t for _, t, _ in admitted))
+        cross = float(sum(t * p for _, t, p in admitted))
+        iters = max(1, math.ceil(total / self.settings.max_num_batched_tokens))
+        return iters * prefill_time(self.model, self.hw, self.tp, total / iters, sq / iters, cross / iters)
+
+    def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
+        now = self.env.now
+        for req, new_tokens, _ in admitted:
+            if req.aborted:
+                continue
+            self.tokens_prefilled += new_tokens
+            req.prefilled_tokens += new_tokens
+            if req.admitted_s is None:
+                req.admitted_s = now
+            # The prefill pass emits the next token.
+            req.generated += 1
+            req.version_tokens[self.weight_version] = req.version_tokens.get(self.weight_version, 0) + 1
+            self.tokens_generated += 1
+            if req.first_token_s is None:
+                req.first_token_s = now
+            if req.remaining <= 0:
+                self._finish(req)
+            else:
+                self._join(req)
+
+    # ------------------------------------------------------------------ decode
+
+    def _drop_stale_heap_top(self) -> None:
+        """Discard heap entries of requests that left the batch (preempted, aborted) or re-joined."""
+        heap = self._heap
+        while heap and (heap[0][2] not in self.running or heap[0][1] != heap[0][2]._heap_seq):
+            heapq.heappop(heap)
+
+    def _pop_completions(self) -> int:
+        done = 0
+        while True:
+            self._drop_stale_heap_top()
+            if not self._heap or self._heap[0][0] > self._tick:
+                return done
+            _, _, req = heapq.heappop(self._heap)
+            self._leave(req)
+            self._finish(req)
+            done += 1
+
+    def _preempt_one(self) -> None:
+        """Recompute-mode preemption (vLLM default): the newest request gives back its KV."""
+        victim = next(reversed(self.running))
+        self._leave(victim)
+        victim.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(victim)
+
+    def _advance(self, steps: int) -> None:
+        self._tick += steps
+        self.tokens_generated += steps * len(self.running)
+
+    # ------------------------------------------------------------------ the process
+
+    def _pause_point(self):
+        """Honour a pending pause: close the busy interval, wait for resume, apply the resume mode."""
+        self._idle()
+        for req in self.running:
+            self._flush_versions(req)
+        self.paused = True
+        self._resume_evt = self.env.event()
+        self._pause_requested.succeed(self)
+        self._pause_requested = None
+        yield self._resume_evt
+        self.paused = False
+        self._resume_evt = None
+        for req in self.running:
+            self._flush_versions(req)  # new segments under the new version
+        if self._resume_mode == "recompute":
+            # New weights invalidate every KV entry: in-flight sequences re-prefill their context.
+            for req in reversed(list(self.running)):
+                self._leave(req)
+                self.waiting.appendleft(req)
+            self._prefix_cache.clear()
+            self._cache_tokens = 0
+
+    def _run(self):
+        env = self.env
+        while True:
+            if self._pause_requested is not None:
+                yield from self._pause_point()
+                continue
+            admitted = self._admit()
+            if admitted:
+                self._busy()
+                self._sample_stats()
+                dt = self._prefill_duration(admitted)
+                if self.settings.chunked_prefill and self.running:
+                    # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
+                    n = self._decode_horizon()
+                    iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / self.settings.max_num_batched_tokens))
+                    steps = min(iters, n)
+                    c = self._coefficients(len(self.running))
+                    dt += c.steps_time(self._running_context(), steps) - steps * c.fixed
+                    yield env.timeout(dt)
+                    self._advance(steps)
+                    self._pop_completions()
+                else:
+                    yield env.timeout(dt)
+                self._complete_prefill(admitted)
+                continue
+            if not self.running:
+                self._idle()
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+                continue
+            n = self._decode_horizon()
+            if n == 0:
+                self._preempt_one()
+                continue
+            self._busy()
+            self._sample_stats()
+            c = self._coefficients(len(self.running))
+            s0 = self._running_context()
+            dt = c.steps_time(s0, n)
+            start = env.now
+            self._wake = env.event()
+            timer = env.timeout(dt)
+            yield timer | self._wake
+            self._wake = None
+            if not timer.processed and env.now < start + dt:
+                # Woken early: finish the step in flight, then let the batch change.
+                elapsed = env.now - start
+                k = c.steps_within(s0, elapsed, n) if elapsed > 0 else 0
+                if elapsed > 0 and k < n:
+                    k += 1
+                    end = start + c.steps_time(s0, k)
+                    if end > env.now:
+                        yield env.timeout(end - env.now)
+                n = k
+            self._advance(n)
+            self._pop_completions()
+
+    def _decode_horizon(self) -> int:
+        """Steps until the next batch change: the first completion or the step that would overflow KV."""
+        b = len(self.running)
+        self._drop_stale_heap_top()
+        n_done = self._heap[0][0] - self._tick
+        free = self.kv_capacity - self.kv_used
+        if free < n_done * b and self._cache_tokens:
+            self._evict_cache_until(n_done * b)
+            free = self.kv_capacity - self.kv_used
+        n_kv = int(free // b)
+        if n_kv <= 0 and b == 1:
+            raise EngineCapacityError(
+                f"{self.name}: one sequence of {self._running_context()} tokens fills the KV cache "
+                f"({self.kv_capacity:.0f} tokens)"
+            )
+        return max(0, min(n_done, n_kv))

@@ -1,0 +1,65 @@
+"""A generation request: one turn of one sample on one inference engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+
+@dataclass(eq=False)
+class Request:
+    """`prompt_tokens` new tokens to prefill, then `max_new_tokens` to decode (its sampled length).
+
+    For a later turn of a multi-turn trajectory, `prefix_tokens` is the context already built by
+    earlier turns; if the engine still caches it under `trajectory_id`, only the new tokens are
+    prefilled (prefix reuse), otherwise the whole context is re-prefilled.
+    """
+
+    rid: int
+    prompt_tokens: int
+    max_new_tokens: int
+    prefix_tokens: int = 0
+    trajectory_id: Any = None
+    meta: dict = field(default_factory=dict)
+    # Filled in by the engine.
+    engine: str | None = None
+    arrival_s: float | None = None
+    admitted_s: float | None = None
+    first_token_s: float | None = None
+    finished_s: float | None = None
+    generated: int = 0
+    preemptions: int = 0
+    prefilled_tokens: int = 0  # all prefill work done for it, recomputation included
+    aborted: bool = False
+    version_tokens: dict[int, int] = field(default_factory=dict)  # policy version -> tokens decoded with it
+    done: simpy.Event | None = None
+    # Engine bookkeeping while running (see InferenceEngine): tick and generated count at joining,
+    # the start tick and weight version of the current version segment, the live heap entry.
+    _join_tick: int = field(default=0, repr=False)
+    _gen_at_join: int = field(default=0, repr=False)
+    _seg_tick: int = field(default=0, repr=False)
+    _seg_version: int = field(default=0, repr=False)
+    _heap_seq: int = field(default=-1, repr=False)
+
+    @property
+    def context_tokens(self) -> int:
+        """KV the request holds while running: prefix + prompt + what it generated."""
+        return self.prefix_tokens + self.prompt_tokens + self.generated
+
+    @property
+    def remaining(self) -> int:
+        return self.max_new_tokens - self.generated
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_s is not None
+
+    @property
+    def oldest_version(self) -> int | None:
+        return min(self.version_tokens) if self.version_tokens else None
+
+    @property
+    def newest_version(self) -> int | None:
+        return max(self.version_tokens) if self.version_tokens else None

@@ -1,0 +1,90 @@
+"""From the step rows and the GPU ledger to the contract's summary (DESIGN.md, Outputs).
+
+Glossary (all SI units; the measured window runs from the start of the first measured step to the
+end of the last step, warm-up steps excluded):
+
+- step_time_s: mean of `timing_s/step` over measured steps.
+- throughput_tokens_per_s: (prompt + response) tokens of measured steps / window length
+  (HybridFlow's metric). throughput_tokens_per_s_per_gpu divides by num_gpus (verl perf/throughput).
+- samples_per_s: samples of measured steps / window length.
+- gpu_idle_fraction: 1 - busy GPU-seconds / (num_gpus x window), whole cluster; a GPU no role uses
+  is idle all the time. idle_fraction_by_pool: the same per pool.
+- busy_fraction_by_phase: GPU-seconds per phase / (num_gpus x window); sums to 1 - gpu_idle_fraction.
+- staleness_mean / staleness_max: over trained samples, trainer version - oldest policy version of
+  the sample's tokens (0 for synchronous schedules).
+- gpu_hours, cost_usd, cost_per_million_tokens_usd: where every pool has a price per GPU-hour.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rlsim.hardware import load_profile
+from rlsim.scenario.schema import Scenario
+
+
+def measured_window(steps: pd.DataFrame) -> tuple[float, float]:
+    measured = steps[~steps["warmup"]]
+    return float(measured["start_s"].min()), float(measured["end_s"].max())
+
+
+def clip_to_window(timeline: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame:
+    start = timeline["start_s"].clip(lower=t0, upper=t1)
+    end = timeline["end_s"].clip(lower=t0, upper=t1)
+    out = timeline.assign(start_s=start, end_s=end)
+    out["gpu_seconds"] = (out["end_s"] - out["start_s"]) * out["gpus"]
+    return out[out["gpu_seconds"] > 0]
+
+
+def pool_prices(scn: Scenario) -> dict[str, float | None]:
+    prices = {}
+    for name, pool in scn.cluster.pools.items():
+        price = pool.price_usd_per_gpu_hour
+        if price is None:
+            price = load_profile(pool.hardware).price_usd_per_gpu_hour
+        prices[name] = price
+    return prices
+
+
+def summarize(scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame) -> dict:
+    pool_gpus = {name: pool.gpus for name, pool in scn.cluster.pools.items()}
+    num_gpus = sum(pool_gpus.values())
+    measured = steps[~steps["warmup"]]
+    t0, t1 = measured_window(steps)
+    window = t1 - t0
+    busy = clip_to_window(timeline, t0, t1)
+    capacity = num_gpus * window
+
+    tokens = float(measured["tokens"].sum())
+    samples = float(measured["samples"].sum())
+    by_pool = busy.groupby("pool")["gpu_seconds"].sum()
+    by_phase = busy.groupby("phase")["gpu_seconds"].sum()
+    idle_by_pool = {p: 1.0 - float(by_pool.get(p, 0.0)) / (g * window) for p, g in pool_gpus.items()}
+
+    stale_mean = measured["staleness/mean"] * measured["samples"]
+    summary = {
+        "step_time_s": float(measured["timing_s/step"].mean()),
+        "throughput_tokens_per_s": tokens / window,
+        "throughput_tokens_per_s_per_gpu": tokens / window / num_gpus,
+        "samples_per_s": samples / window,
+        "gpu_idle_fraction": 1.0 - float(busy["gpu_seconds"].sum()) / capacity,
+        "idle_fraction_by_pool": idle_by_pool,
+        "busy_fraction_by_phase": {ph: float(v) / capacity for ph, v in sorted(by_phase.items())},
+        "staleness_mean": float(stale_mean.sum() / samples) if samples else 0.0,
+        "staleness_max": float(measured["staleness/max"].max()),
+        "num_gpus": num_gpus,
+        "steps": len(measured),
+        "simulated_seconds": window,
+        "tokens": tokens,
+        "response_length_mean": float(
+            np.average(measured["response_length/mean"], weights=measured["samples"])
+        ),
+        "gpu_hours": capacity / 3600.0,
+    }
+    prices = pool_prices(scn)
+    if all(p is not None for p in prices.values()):
+        cost = sum(pool_gpus[p] * prices[p] for p in pool_gpus) * window / 3600.0
+        summary["cost_usd"] = cost
+        summary["cost_per_million_tokens_usd"] = cost / (tokens / 1e6) if tokens else float("nan")
+    return summary

@@ -1,0 +1,260 @@
+"""Semantic checks of a scenario that pydantic validated: references, parallelism, files, memory.
+
+These catch impossible configurations before anything is simulated (DESIGN.md, Bad input), each
+as a Problem at the dotted path the user has to change, with the numbers that make it impossible.
+
+Parallelism rule (kept simple on purpose): tensor parallelism stays inside a node, as every
+verl / Megatron / vLLM deployment does, so `tp` must divide the pool's `gpus_per_node`; a replica
+spans `tp * pp` GPUs, so `tp * pp` must divide the role's GPUs (pipeline stages may cross nodes);
+an explicit `dp` must make `tp * pp * dp` equal to the role's GPUs.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlsim.hardware import HardwareProfile, load_profile
+from rlsim.scenario.errors import Problem
+from rlsim.scenario.schema import (
+    EmpiricalLength,
+    FixedLength,
+    LognormalLength,
+    Scenario,
+    UniformLength,
+)
+
+TRAINING_ROLES = ("actor", "critic")
+FORWARD_ROLES = ("reference", "reward")
+_GB = 1e9
+
+
+def check_scenario(scn: Scenario) -> list[Problem]:
+    """Every semantic problem of a validated scenario (empty list: the scenario can be simulated)."""
+    problems: list[Problem] = []
+    profiles = _check_pools(scn, problems)
+    sound_roles = _check_roles(scn, problems)
+    _check_algorithm(scn, problems)
+    prompt_max = _check_length("workload.prompt_length", scn.workload.prompt_length, problems)
+    response_max = _check_length("workload.response_length", scn.workload.response_length, problems)
+    max_tokens = prompt_max + response_max if prompt_max and response_max else None
+    _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
+    return problems
+
+
+# ---------------------------------------------------------------- pools and roles
+
+
+def _check_pools(scn: Scenario, problems: list[Problem]) -> dict[str, HardwareProfile]:
+    """Load each pool's hardware profile; unknown or broken profiles become problems."""
+    profiles: dict[str, HardwareProfile] = {}
+    for name, pool in scn.cluster.pools.items():
+        path = f"cluster.pools.{name}.hardware"
+        try:
+            profiles[name] = load_profile(pool.hardware)
+        except KeyError as exc:
+            problems.append(Problem(path, str(exc.args[0])))
+        except Exception as exc:  # a broken profile file: say so, never a traceback
+            problems.append(Problem(path, f"invalid hardware profile {pool.hardware!r}: {_one_line(exc)}"))
+    return profiles
+
+
+def role_gpus(scn: Scenario, role: str) -> int:
+    """GPUs a role uses: its `gpus`, or its whole pool."""
+    spec = scn.roles[role]  # type: ignore[index]
+    return spec.gpus if spec.gpus is not None else scn.cluster.pools[spec.pool].gpus
+
+
+def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
+    """References, GPU counts and parallelism; return the roles sound enough for the memory check."""
+    sound: set[str] = set()
+    if "rollout" not in scn.roles:
+        problems.append(Problem("roles.rollout", "required (every schedule generates with the rollout role)"))
+    pools = ", ".join(scn.cluster.pools)
+    models = ", ".join(scn.models)
+    for name, role in scn.roles.items():
+        at = f"roles.{name}"
+        ok = True
+        if role.pool not in scn.cluster.pools:
+            problems.append(Problem(f"{at}.pool", f"unknown pool {role.pool!r} (pools: {pools})"))
+            ok = False
+        if role.model not in scn.models:
+            problems.append(Problem(f"{at}.model", f"unknown model {role.model!r} (models: {models})"))
+            ok = False
+        if name == "rollout" and role.engine is None:
+            problems.append(Problem(f"{at}.engine", "required for the rollout role"))
+            ok = False
+        if role.pool not in scn.cluster.pools:
+            continue
+        pool = scn.cluster.pools[role.pool]
+        gpus = role.gpus if role.gpus is not None else pool.gpus
+        if gpus > pool.gpus:
+            problems.append(Problem(f"{at}.gpus", f"asks {gpus} GPUs but pool {role.pool!r} has {pool.gpus}"))
+            ok = False
+        tp, pp, dp = role.parallel.tp, role.parallel.pp, role.parallel.dp
+        if pool.gpus_per_node % tp:
+            problems.append(
+                Problem(f"{at}.parallel.tp", f"must divide gpus_per_node ({pool.gpus_per_node}), got {tp}")
+            )
+            ok = False
+        elif gpus % (tp * pp):
+            problems.append(
+                Problem(f"{at}.parallel", f"tp × pp = {tp * pp} must divide the role's {gpus} GPUs")
+            )
+            ok = False
+        elif dp is not None and tp * pp * dp != gpus:
+            problems.append(
+                Problem(
+                    f"{at}.parallel.dp",
+                    f"tp × pp × dp = {tp} × {pp} × {dp} = {tp * pp * dp} must equal the role's {gpus} GPUs",
+                )
+            )
+            ok = False
+        if ok:
+            sound.add(name)
+    return sound
+
+
+def _check_algorithm(scn: Scenario, problems: list[Problem]) -> None:
+    alg = scn.algorithm
+    if alg.samples_per_step % alg.mini_batches:
+        problems.append(
+            Problem(
+                "algorithm.mini_batches",
+                f"must divide prompts_per_step × samples_per_prompt "
+                f"({alg.prompts_per_step} × {alg.samples_per_prompt} = {alg.samples_per_step}), "
+                f"got {alg.mini_batches}",
+            )
+        )
+
+
+# ---------------------------------------------------------------- length distributions
+
+
+def _check_length(at: str, dist: object, problems: list[Problem]) -> int | None:
+    """The largest length `dist` can produce (None when unknown); empirical CSVs are read and checked."""
+    if isinstance(dist, FixedLength):
+        return dist.value
+    if isinstance(dist, UniformLength | LognormalLength):
+        return dist.max
+    if isinstance(dist, EmpiricalLength):
+        try:
+            lengths = read_lengths_csv(dist.path, dist.column)
+        except LengthFileError as exc:
+            problems.append(Problem(f"{at}.{exc.field}", exc.message))
+            return dist.max
+        return min(max(lengths), dist.max) if dist.max is not None else max(lengths)
+    return None
+
+
+@dataclass
+class LengthFileError(Exception):
+    field: str  # "path" or "column": the key of the distribution to fix
+    message: str
+
+
+def read_lengths_csv(path: str | Path, column: str = "length") -> list[int]:
+    """Positive integer lengths from one CSV column; LengthFileError says what is wrong and where."""
+    p = Path(path)
+    if not p.is_file():
+        raise LengthFileError("path", f"file not found: {p}")
+    try:
+        with open(p, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            columns = reader.fieldnames or []
+            if column not in columns:
+                raise LengthFileError(
+                    "column", f"no column {column!r} in {p} (columns: {', '.join(columns) or 'none'})"
+                )
+            lengths: list[int] = []
+            bad: list[tuple[int, str]] = []
+            for row in reader:
+                raw = (row.get(column) or "").strip()
+                value = _positive_int(raw)
+                if value is None:
+                    bad.append((reader.line_num, raw))
+                else:
+                    lengths.append(value)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise LengthFileError("path", f"cannot read {p}: {_one_line(exc)}") from None
+    if bad:
+        line, raw = bad[0]
+        more = f" ({len(bad)} bad values)" if len(bad) > 1 else ""
+        raise LengthFileError(
+            "column", f"{p} line {line}: expected a positive integer in column {column!r}, got {raw!r}{more}"
+        )
+    if not lengths:
+        raise LengthFileError("path", f"no rows in {p}")
+    return lengths
+
+
+def _positive_int(raw: str) -> int | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() and value > 0 else None
+
+
+# ---------------------------------------------------------------- memory
+
+
+def _check_memory(
+    scn: Scenario,
+    profiles: dict[str, HardwareProfile],
+    sound_roles: set[str],
+    prompt_max: int | None,
+    response_max: int | None,
+    max_tokens: int | None,
+    problems: list[Problem],
+) -> None:
+    """Does each role fit on its GPUs at its parallelism? Roles with other problems are skipped."""
+    from rlsim.costs.memory import forward_memory_per_gpu, kv_capacity_tokens, training_memory_per_gpu
+
+    for name in [r for r in scn.roles if r in sound_roles]:  # file order, deterministic output
+        role = scn.roles[name]  # type: ignore[index]
+        hw = profiles.get(role.pool)
+        if hw is None:
+            continue
+        model = scn.models[role.model]
+        tp, pp = role.parallel.tp, role.parallel.pp
+        if name == "rollout" and role.engine is not None:
+            engine = role.engine
+            n = tp * pp  # GPUs of one engine: the memory its weights and KV cache share
+            reserve = engine.activation_reserve_gb * _GB
+            kv = kv_capacity_tokens(model, hw, n, engine.gpu_memory_utilization, reserve)
+            usable = hw.hbm_bytes * engine.gpu_memory_utilization * n
+            share = f"{engine.gpu_memory_utilization:g} × {hw.hbm_gb:g} GB × {n} GPU{'s' if n > 1 else ''}"
+            if kv <= 0:
+                problems.append(
+                    Problem(
+                        f"roles.{name}.parallel.tp",
+                        f"model does not fit: weights {model.weight_bytes_total / _GB:.1f} GB per engine "
+                        f"+ reserve {reserve * n / _GB:.1f} GB > usable {usable / _GB:.1f} GB ({share})",
+                    )
+                )
+            elif max_tokens is not None and kv < max_tokens:
+                problems.append(
+                    Problem(
+                        f"roles.{name}.parallel.tp",
+                        f"KV cache holds {kv:,.0f} tokens per engine, less than one sequence of "
+                        f"{max_tokens} tokens (max prompt {prompt_max} + max response {response_max}); "
+                        f"usable {usable / _GB:.1f} GB ({share}), weights "
+                        f"{model.weight_bytes_total / _GB:.1f} GB",
+                    )
+                )
+        elif name in TRAINING_ROLES and max_tokens is not None:
+            dp = role.parallel.dp or role_gpus(scn, name) // (tp * pp)
+            mem = training_memory_per_gpu(model, hw, tp, pp, dp, max_tokens)
+            if not mem.fits:
+                problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
+        elif name in FORWARD_ROLES and max_tokens is not None:
+            mem = forward_memory_per_gpu(model, hw, tp, pp, max_tokens)
+            if not mem.fits:
+                problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."

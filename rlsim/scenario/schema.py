@@ -1,0 +1,194 @@
+"""The scenario language: pydantic models of a cluster, its models, roles, algorithm, workload and schedule.
+
+Every model forbids unknown keys: a typo must be an error, never a silent default. Knob names
+mirror verl / vLLM / ROLL / AReaL where those systems have one (`gpu_memory_utilization`,
+`max_num_seqs`, `rollout.n` ~ `samples_per_prompt`, `data.train_batch_size` ~ `prompts_per_step`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlsim.model_shapes import ModelShape, resolve_preset
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- cluster
+
+
+class PoolSpec(Strict):
+    """A homogeneous group of nodes; heterogeneous clusters are several pools."""
+
+    hardware: str = Field(description="Hardware profile name (see `rlsim profiles`) or path to a YAML")
+    nodes: int = Field(default=1, gt=0)
+    gpus_per_node: int = Field(default=8, gt=0)
+    price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Overrides the profile's")
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+class ClusterSpec(Strict):
+    pools: dict[str, PoolSpec] = Field(min_length=1)
+
+
+# ---------------------------------------------------------------- models
+
+
+class ModelSpec(ModelShape):
+    """A model shape; `preset: qwen2.5-7b` fills every dimension, explicit keys override."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data):
+        if isinstance(data, dict) and data.get("preset") is not None:
+            try:
+                base = resolve_preset(str(data["preset"]))
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+            return {**base, **data}
+        return data
+
+
+# ---------------------------------------------------------------- roles
+
+RoleName = Literal["actor", "rollout", "reference", "critic", "reward"]
+
+
+class ParallelSpec(Strict):
+    """Per-replica model parallelism; data parallelism = gpus / (tp * pp) unless given."""
+
+    tp: int = Field(default=1, gt=0, description="Tensor parallel degree")
+    pp: int = Field(default=1, gt=0, description="Pipeline parallel degree")
+    dp: int | None = Field(default=None, gt=0, description="Data parallel degree (default: derived)")
+
+
+class EngineSpec(Strict):
+    """Inference-engine settings (vLLM / SGLang names)."""
+
+    gpu_memory_utilization: float = Field(
+        default=0.5, gt=0, le=1, description="Fraction of total GPU memory the engine may use (verl default 0.5)"
+    )
+    max_num_seqs: int = Field(default=256, gt=0, description="Maximum running sequences per engine")
+    max_num_batched_tokens: int = Field(default=8192, gt=0, description="Prefill tokens per engine step")
+    chunked_prefill: bool = Field(default=False, description="Piggyback prefill chunks on decode steps")
+    enable_prefix_caching: bool = Field(default=True, description="Keep finished turns' KV for the next turn")
+    activation_reserve_gb: float = Field(
+        default=1.0, ge=0, description="Memory per GPU kept free for activations/CUDA graphs, GB (assumed)"
+    )
+
+
+class RoleSpec(Strict):
+    pool: str
+    model: str = Field(description="Key into `models`")
+    gpus: int | None = Field(default=None, gt=0, description="GPUs of the pool this role uses (default: all)")
+    parallel: ParallelSpec = Field(default_factory=ParallelSpec)
+    engine: EngineSpec | None = Field(default=None, description="Required for the rollout role")
+
+
+# ---------------------------------------------------------------- algorithm
+
+
+class AlgorithmSpec(Strict):
+    kind: Literal["generate", "ppo", "grpo", "dapo", "remax", "rloo"] = "grpo"
+    prompts_per_step: int = Field(default=512, gt=0, description="verl data.train_batch_size")
+    samples_per_prompt: int = Field(default=1, gt=0, description="verl actor_rollout_ref.rollout.n")
+    mini_batches: int = Field(default=1, gt=0, description="Optimizer updates per epoch")
+    epochs: int = Field(default=1, gt=0, description="PPO epochs over each batch")
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.prompts_per_step * self.samples_per_prompt
+
+
+# ---------------------------------------------------------------- workload: length distributions
+
+
+class FixedLength(Strict):
+    kind: Literal["fixed"]
+    value: int = Field(gt=0)
+
+
+class UniformLength(Strict):
+    kind: Literal["uniform"]
+    min: int = Field(gt=0)
+    max: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _order(self) -> UniformLength:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        return self
+
+
+class LognormalLength(Strict):
+    """Lognormal with the given mean (of the untruncated law), clipped to [min, max] like max_tokens."""
+
+    kind: Literal["lognormal"]
+    mean: float = Field(gt=0)
+    sigma: float = Field(gt=0, description="Std-dev of log(length): the tail weight")
+    min: int = Field(default=1, gt=0)
+    max: int = Field(gt=0, description="Truncation (generation max_tokens)")
+
+    @model_validator(mode="after")
+    def _order(self) -> LognormalLength:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        return self
+
+
+class EmpiricalLength(Strict):
+    """Lengths resampled from a CSV column (path relative to the scenario file)."""
+
+    kind: Literal["empirical"]
+    path: str
+    column: str = "length"
+    max: int | None = Field(default=None, gt=0)
+
+
+LengthDistribution = Annotated[
+    FixedLength | UniformLength | LognormalLength | EmpiricalLength, Field(discriminator="kind")
+]
+
+
+class WorkloadSpec(Strict):
+    prompt_length: LengthDistribution
+    response_length: LengthDistribution
+
+
+# ---------------------------------------------------------------- schedule
+
+
+class GenerationOnlySpec(Strict):
+    """Each step pushes one batch of prompts through the rollout engines; no training."""
+
+    kind: Literal["generation-only"]
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = Field(
+        default="chunked", description="How samples are split across engines (verl: chunked by DP rank)"
+    )
+
+
+ScheduleSpec = Annotated[GenerationOnlySpec, Field(discriminator="kind")]
+
+
+# ---------------------------------------------------------------- scenario
+
+
+class Scenario(Strict):
+    name: str = "scenario"
+    description: str = ""
+    seed: int = Field(default=0, ge=0)
+    steps: int = Field(default=3, gt=0, description="Measured RL steps")
+    warmup_steps: int = Field(default=0, ge=0, description="Steps simulated but left out of the summary")
+    cluster: ClusterSpec
+    models: dict[str, ModelSpec] = Field(min_length=1)
+    roles: dict[RoleName, RoleSpec] = Field(min_length=1)
+    algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
+    workload: WorkloadSpec
+    schedule: ScheduleSpec

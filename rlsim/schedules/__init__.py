@@ -1,0 +1,14 @@
+"""One schedule per module; the registry maps `schedule.kind` to its class."""
+
+from __future__ import annotations
+
+from rlsim.schedules.base import Schedule
+from rlsim.schedules.generation_only import GenerationOnlySchedule
+
+SCHEDULES: dict[str, type[Schedule]] = {
+    "generation-only": GenerationOnlySchedule,
+}
+
+
+def build_schedule(scenario, env) -> Schedule:
+    return SCHEDULES[scenario.schedule.kind](scenario, env)

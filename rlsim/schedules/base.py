@@ -1,0 +1,29 @@
+"""What every schedule provides: a SimPy process that runs the RL steps and leaves one row per step."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from rlsim.engine.environment import SimEnvironment
+from rlsim.scenario.schema import Scenario
+
+
+class Schedule(ABC):
+    """Builds its entities from a scenario in __init__, then `run()` is the driving SimPy process."""
+
+    def __init__(self, scenario: Scenario, env: SimEnvironment):
+        self.scenario = scenario
+        self.env = env
+        self.step_rows: list[dict] = []
+        self.engines: list = []
+
+    @property
+    def total_steps(self) -> int:
+        return self.scenario.warmup_steps + self.scenario.steps
+
+    def is_warmup(self, step: int) -> bool:
+        return step < self.scenario.warmup_steps
+
+    @abstractmethod
+    def run(self):
+        """The SimPy process (a generator) that drives the whole run."""

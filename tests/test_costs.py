@@ -1,0 +1,441 @@
+"""Hand-computed checks of the cost models (rlsim/costs). The arithmetic is written out in each test.
+
+Hardware is built here with explicit numbers (REFERENCE.md section 1 datasheet values; the
+efficiencies are round test values, not calibrated ones), so the tests do not depend on the YAML
+profiles.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlsim.costs import (
+    DecodeCoefficients,
+    MemoryBreakdown,
+    allgather_time,
+    allreduce_time,
+    broadcast_time,
+    decode_coefficients,
+    decode_step_time,
+    engine_memory_per_gpu,
+    engine_weight_bytes_per_gpu,
+    forward_flops,
+    forward_memory_per_gpu,
+    forward_time,
+    grad_allreduce_time,
+    kv_capacity_tokens,
+    offload_bytes_per_gpu,
+    offload_time,
+    onload_time,
+    p2p_time,
+    pcie_transfer_time,
+    pipeline_bubble_factor,
+    prefill_time,
+    ring_bandwidth_bytes_per_s,
+    serving_itl,
+    train_time,
+    train_time_breakdown,
+    training_flops,
+    training_memory_per_gpu,
+)
+from rlsim.hardware import HardwareProfile
+from rlsim.model_shapes import ModelShape, resolve_preset
+
+_TEST_SOURCE = "test value (tests/test_costs.py)"
+
+
+def _profile(name: str, **values: float) -> HardwareProfile:
+    sources = {k: (_TEST_SOURCE if k.startswith(("decode_", "prefill_", "train_", "forward_", "collective_",
+                                                  "pcie_")) else "REFERENCE.md section 1")
+               for k in values}
+    return HardwareProfile(name=name, sources=sources, **values)
+
+
+# Efficiencies shared by the test profiles: eta_mem 0.7, eta_compute 0.6, fixed 5 ms, prefill 0.65,
+# train MFU 0.4, forward MFU 0.5, alpha 10 us, PCIe 25 GB/s.
+_EFF = dict(
+    pcie_gb_per_s=25.0, decode_eta_mem=0.7, decode_eta_compute=0.6, decode_fixed_overhead_ms=5.0,
+    prefill_eta_compute=0.65, train_mfu=0.4, forward_mfu=0.5, collective_latency_us=10.0,
+)
+
+
+@pytest.fixture
+def a100() -> HardwareProfile:
+    """A100-80GB SXM: 312 TFLOP/s, 80 GB, 2.039 TB/s, NVLink 300 GB/s, 200 Gb/s HDR (REFERENCE.md s1)."""
+    return _profile("a100-test", bf16_tflops=312.0, hbm_gb=80.0, hbm_tb_per_s=2.039, nvlink_gb_per_s=300.0,
+                    nic_gbit_per_s=200.0, **_EFF)
+
+
+@pytest.fixture
+def h20() -> HardwareProfile:
+    """H20: 148 TFLOP/s, 96 GB, 4.0 TB/s, NVLink 450 GB/s, 400 Gb/s (REFERENCE.md s1)."""
+    return _profile("h20-test", bf16_tflops=148.0, hbm_gb=96.0, hbm_tb_per_s=4.0, nvlink_gb_per_s=450.0,
+                    nic_gbit_per_s=400.0, **_EFF)
+
+
+@pytest.fixture
+def l40s() -> HardwareProfile:
+    """L40S: no NVLink, GPU-GPU over PCIe (REFERENCE.md s1)."""
+    return _profile("l40s-test", bf16_tflops=362.0, hbm_gb=48.0, hbm_tb_per_s=0.864, nvlink_gb_per_s=0.0,
+                    nic_gbit_per_s=200.0, **_EFF)
+
+
+def _model(name: str) -> ModelShape:
+    return ModelShape(**resolve_preset(name))
+
+
+@pytest.fixture
+def llama7b() -> ModelShape:
+    return _model("llama-2-7b")
+
+
+# Llama-2-7B: per layer attention 4*4096^2 = 67,108,864 + SwiGLU 3*4096*11008 = 135,266,304;
+# 32 layers + untied embeddings 2*32000*4096 -> 6,738,149,376 params; KV 2*32*32*128*2 = 524,288 B/token.
+N7B = 32 * (4 * 4096**2 + 3 * 4096 * 11008) + 2 * 32000 * 4096
+KV7B = 2 * 32 * 32 * 128 * 2
+# Llama-2-70B: 80 layers, attention 8192*(8192 + 2*1024) + 8192^2, SwiGLU 3*8192*28672, vocab 32000.
+N70B = 80 * (8192 * (8192 + 2 * 1024) + 8192**2 + 3 * 8192 * 28672) + 2 * 32000 * 8192
+
+
+def test_shape_constants_match_presets(llama7b):
+    assert llama7b.params == N7B == 6_738_149_376
+    assert llama7b.kv_bytes_per_token == KV7B == 524_288
+    assert _model("llama-2-70b").params == N70B
+
+
+# ---------------------------------------------------------------- collectives
+
+
+def test_ring_factors_and_latency():
+    # 1 GB over 8 GPUs at 300 GB/s, alpha 10 us.
+    s, bw, a = 1e9, 300e9, 10e-6
+    assert allreduce_time(s, 8, bw, a) == pytest.approx(s / bw * 2 * 7 / 8 + 2 * 7 * a)  # 5.833 ms + 140 us
+    assert allgather_time(s, 8, bw, a) == pytest.approx(s / bw * 7 / 8 + 7 * a)
+    assert broadcast_time(s, 8, bw, a) == pytest.approx(s / bw + 7 * a)
+    assert p2p_time(s, bw, a) == pytest.approx(s / bw + a)
+    # Two GPUs: all-reduce moves the whole buffer once (2*1/2).
+    assert allreduce_time(s, 2, bw, 0.0) == pytest.approx(s / bw)
+
+
+@pytest.mark.parametrize("fn", [allreduce_time, allgather_time, broadcast_time])
+def test_single_rank_or_empty_collective_is_free(fn):
+    assert fn(1e9, 1, 300e9, 10e-6) == 0.0
+    assert fn(0.0, 8, 300e9, 10e-6) == 0.0
+    assert p2p_time(0.0, 300e9, 10e-6) == 0.0
+
+
+def test_ring_bandwidth_intra_vs_inter_node(a100, l40s):
+    assert ring_bandwidth_bytes_per_s(a100, 8, 8) == 300e9  # fits in a node: NVLink
+    assert ring_bandwidth_bytes_per_s(a100, 16, 8) == 200e9 / 8  # spans nodes: 200 Gb/s NIC = 25 GB/s
+    assert ring_bandwidth_bytes_per_s(l40s, 4, 8) == 25e9  # no NVLink: PCIe
+
+
+# ---------------------------------------------------------------- generation
+
+
+def test_decode_step_hand_case_tp1(a100, llama7b):
+    # Llama-2-7B, batch 1, context 1000 on one A100 (eta_c 0.6, eta_m 0.7, fixed 5 ms).
+    compute = (2 * N7B * 1 + 4 * 32 * 4096 * 1000) / (312e12 * 0.6)  # 75 us
+    memory = (2 * N7B + KV7B * 1000) / (2.039e12 * 0.7)  # 9.81 ms: weight read dominates
+    assert memory > compute
+    assert decode_step_time(llama7b, a100, 1, 1, 1000) == pytest.approx(memory + 5e-3)
+
+
+def test_decode_step_hand_case_tp2_with_allreduce(a100, llama7b):
+    # Batch 64, 1000 tokens each on TP2: both peak and bandwidth double; two activation all-reduces
+    # per layer of 64*4096 bf16 = 524,288 B over 2 GPUs on NVLink.
+    b, ctx = 64, 64 * 1000
+    compute = (2 * N7B * b + 4 * 32 * 4096 * ctx) / (2 * 312e12 * 0.6)
+    memory = (2 * N7B + KV7B * ctx) / (2 * 2.039e12 * 0.7)
+    ar = 2 * 32 * (b * 4096 * 2 / 300e9 * 2 * 1 / 2 + 2 * 1 * 10e-6)
+    assert decode_step_time(llama7b, a100, 2, b, ctx) == pytest.approx(max(compute, memory) + 5e-3 + ar)
+
+
+def _brute_steps(c: DecodeCoefficients, s0: float, n: int) -> float:
+    return sum(c.step_time(s0 + c.batch * k) for k in range(n))
+
+
+_coef = st.floats(0.0, 1e-2, allow_nan=False)
+# Slopes avoid subnormals: see test_steps_time_subnormal_slope_difference (known OverflowError).
+_slope = st.one_of(st.just(0.0), st.floats(1e-15, 1e-7))
+
+
+@given(c0=_coef, c1=_slope, m0=_coef, m1=_slope, fixed=st.floats(0.0, 1e-2), batch=st.integers(1, 512),
+       s0=st.floats(0.0, 1e6), n=st.integers(0, 300))
+def test_steps_time_matches_brute_force(c0, c1, m0, m1, fixed, batch, s0, n):
+    c = DecodeCoefficients(c0, c1, m0, m1, fixed, batch)
+    assert math.isclose(c.steps_time(s0, n), _brute_steps(c, s0, n), rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.mark.xfail(raises=OverflowError, strict=True,
+                   reason="generation.py: (am-ac)/(gc-gm) overflows to inf when gc-gm is subnormal")
+def test_steps_time_subnormal_slope_difference():
+    # Found by hypothesis: compute1 = 5e-324, memory flat -> cross = 0.0078/5e-324 = inf -> math.ceil(inf).
+    c = DecodeCoefficients(0.0078125, 5e-324, 0.0, 0.0, 0.0078125, 1)
+    assert c.steps_time(0.0, 1) == pytest.approx(2 * 0.0078125)
+
+
+@st.composite
+def _crossing(draw):
+    """Coefficients whose compute and memory lines cross inside the n steps, in either direction."""
+    batch = draw(st.integers(1, 256))
+    n = draw(st.integers(2, 300))
+    k_cross = draw(st.floats(0.01, n - 1.01))  # crossing step index, strictly inside
+    s0 = draw(st.floats(0.0, 1e5))
+    lo, hi = sorted(draw(st.lists(st.floats(1e-10, 1e-6), min_size=2, max_size=2, unique=True)))
+    memory_first = draw(st.booleans())
+    c1, m1 = (hi, lo) if memory_first else (lo, hi)  # the steeper line wins after the crossing
+    c0 = draw(st.floats(1e-4, 1e-2))
+    # Lines equal at step k_cross: c0 + c1*(s0 + b*k) == m0 + m1*(s0 + b*k).
+    m0 = c0 + (c1 - m1) * (s0 + batch * k_cross)
+    if m0 <= 0:  # keep intercepts positive: shift both lines up
+        c0, m0 = c0 - m0 + 1e-4, 1e-4
+    return DecodeCoefficients(c0, c1, m0, m1, draw(st.floats(0.0, 1e-2)), batch), s0, n
+
+
+@given(_crossing())
+def test_steps_time_with_memory_compute_crossover(case):
+    c, s0, n = case
+    first = c.compute0 + c.compute1 * s0 - (c.mem0 + c.mem1 * s0)
+    last_s = s0 + c.batch * (n - 1)
+    last = c.compute0 + c.compute1 * last_s - (c.mem0 + c.mem1 * last_s)
+    assert first * last <= 0  # the bound really changes inside the run
+    assert math.isclose(c.steps_time(s0, n), _brute_steps(c, s0, n), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_real_compute_to_memory_crossover_on_h20(h20):
+    # Llama-3-8B, batch 256 on one H20 (ridge ~37 FLOP/B): compute-bound at 3000 tokens per sequence,
+    # memory-bound once the KV read (131,072 B/token) outgrows the 8 GQA-group attention FLOPs.
+    model = _model("llama-3-8b")
+    c = decode_coefficients(model, h20, 1, 256)
+    s0, n = 256 * 3000, 2000
+    assert c.compute0 + c.compute1 * s0 > c.mem0 + c.mem1 * s0
+    s_end = s0 + 256 * (n - 1)
+    assert c.compute0 + c.compute1 * s_end < c.mem0 + c.mem1 * s_end
+    assert c.steps_time(s0, n) == pytest.approx(_brute_steps(c, s0, n), rel=1e-9)
+
+
+@settings(max_examples=200)
+@given(c0=_coef, c1=_slope, m0=_coef, m1=_slope, fixed=st.floats(1e-5, 1e-2), batch=st.integers(1, 512),
+       s0=st.floats(0.0, 1e6), n_max=st.integers(0, 200), frac=st.floats(0.0, 1.2))
+def test_steps_within_is_largest_fitting_n(c0, c1, m0, m1, fixed, batch, s0, n_max, frac):
+    c = DecodeCoefficients(c0, c1, m0, m1, fixed, batch)
+    budget = frac * _brute_steps(c, s0, n_max)
+    n = c.steps_within(s0, budget, n_max)
+    assert 0 <= n <= n_max
+    tol = 1e-9 * max(budget, 1e-12)
+    if budget <= 0:
+        assert n == 0
+        return
+    assert _brute_steps(c, s0, n) <= budget + tol  # n fits ...
+    if n < n_max:
+        assert _brute_steps(c, s0, n + 1) > budget - tol  # ... and n + 1 does not
+
+
+def test_prefill_with_cached_prefix(a100, llama7b):
+    # 2048 new tokens after a cached 4096-token prefix: 2N*T + 2*L*q_dim*(T^2 + 2*T*P), compute-bound.
+    t, p = 2048, 4096
+    flops = 2 * N7B * t + 2 * 32 * 4096 * (t**2 + 2 * t * p)
+    compute = flops / (312e12 * 0.65)  # 0.25 s
+    memory = 2 * N7B / (2.039e12 * 0.7)  # 9.4 ms
+    assert compute > memory
+    got = prefill_time(llama7b, a100, 1, t, cached_cross=t * p)
+    assert got == pytest.approx(compute + 5e-3)
+    # Cheaper than recomputing the whole 6144-token prompt, dearer than the 2048 tokens alone.
+    assert prefill_time(llama7b, a100, 1, t) < got < prefill_time(llama7b, a100, 1, t + p)
+    assert prefill_time(llama7b, a100, 1, 0) == 0.0
+
+
+def test_moe_reads_fewer_weights_at_batch_1(a100):
+    # Qwen3-30B-A3B: 128 experts, 8 per token. One token touches 8/128 of each layer's experts;
+    # 256 tokens touch 1 - (120/128)^256 ~ 1 - 7e-8 of them, i.e. all weights.
+    model = _model("qwen3-30b-a3b")
+    experts = 48 * 3 * 2048 * 768 * 128
+    at1 = decode_coefficients(model, a100, 1, 1).mem0
+    at256 = decode_coefficients(model, a100, 1, 256).mem0
+    bw = 2.039e12 * 0.7
+    assert at1 == pytest.approx((model.params - experts * (1 - 8 / 128)) * 2 / bw)
+    assert at256 == pytest.approx(model.params * 2 / bw, rel=1e-6)
+    assert at1 < at256 / 5
+
+
+def test_serving_itl_at_concurrency_one_is_the_decode_step(a100, llama7b):
+    # One request: no foreign prefills; the mean context is prompt + output/2 = 5000 + 250.
+    step = decode_step_time(llama7b, a100, 2, 1, 5250)
+    assert serving_itl(llama7b, a100, 2, 1, 5000, 500) == pytest.approx(step)
+    assert serving_itl(llama7b, a100, 2, 8, 5000, 500) > decode_step_time(llama7b, a100, 2, 8, 8 * 5250)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def test_kv_capacity_llama7b_a100_half_memory(a100, llama7b):
+    # verl default gpu_memory_utilization 0.5 (REFERENCE.md s2), TP1, 1 GB activation reserve:
+    # (80e9*0.5 - 13,476,298,752 - 1e9) / 524,288 B = 48,683 tokens.
+    expected = (80e9 * 0.5 * 1 - 2 * N7B - 1 * 1e9) / KV7B
+    got = kv_capacity_tokens(llama7b, a100, 1, 0.5, 1e9)
+    assert got == pytest.approx(expected)
+    assert round(got) == 48_683
+    # TP2 doubles the pool but the weights are only paid once: (80e9 - 13.48e9 - 2e9) / 524,288.
+    assert kv_capacity_tokens(llama7b, a100, 2, 0.5, 1e9) == pytest.approx((80e9 - 2 * N7B - 2e9) / KV7B)
+    assert engine_weight_bytes_per_gpu(llama7b, 2) == N7B
+
+
+def test_kv_capacity_negative_when_model_does_not_fit(a100):
+    # 70B bf16 = 138 GB of weights in 40 GB (A100 at util 0.5, TP1).
+    assert kv_capacity_tokens(_model("llama-2-70b"), a100, 1, 0.5, 1e9) < 0
+
+
+def test_engine_memory_fits_iff_capacity_holds_one_sequence(a100, llama7b):
+    cap = kv_capacity_tokens(llama7b, a100, 1, 0.5, 1e9)
+    ok = engine_memory_per_gpu(llama7b, a100, 1, 0.5, 1e9, min_kv_tokens=32_768)
+    assert ok.fits and ok.capacity == 40e9
+    assert ok.kv == pytest.approx(32_768 * KV7B)
+    assert not engine_memory_per_gpu(llama7b, a100, 1, 0.5, 1e9, min_kv_tokens=cap + 1).fits
+    assert engine_memory_per_gpu(llama7b, a100, 1, 0.5, 1e9, min_kv_tokens=cap - 1).fits
+
+
+def test_70b_training_on_one_node_does_not_fit(a100):
+    # Llama-2-70B on 8 A100s, TP8, no DP: per GPU bf16 params 2N/8 = 17.2 GB, fp32 grads 4N/8 = 34.5 GB,
+    # Adam 12N/8 = 103.5 GB -> > 155 GB against 80 GB.
+    mem = training_memory_per_gpu(_model("llama-2-70b"), a100, tp=8, pp=1, dp=1, micro_batch_tokens=4096)
+    assert mem.weights == pytest.approx(2 * N70B / 8)
+    assert mem.grads == pytest.approx(4 * N70B / 8)
+    assert mem.optimizer == pytest.approx(12 * N70B / 8)
+    assert not mem.fits
+    assert mem.describe().startswith("needs 156.") and mem.describe().endswith("> 80.0 GB")
+
+
+def test_70b_training_on_eight_nodes_fits(a100):
+    # 64 GPUs, TP8 x DP8, ZeRO-2 (grads + optimizer sharded over DP):
+    # 17.24 + 34.49/8 + 103.46/8 GB, plus checkpointed activations of a 4096-token micro-batch:
+    # (2*8192 B kept per layer x 80 layers + one layer's 34*8192 B) x 4096 tokens / TP8 = 0.81 GB.
+    mem = training_memory_per_gpu(_model("llama-2-70b"), a100, tp=8, pp=1, dp=8, micro_batch_tokens=4096)
+    act = (2 * 8192 * 80 + 34 * 8192) * 4096 / 8
+    assert mem.activations == pytest.approx(act)
+    assert mem.total == pytest.approx(2 * N70B / 8 + 4 * N70B / 64 + 12 * N70B / 64 + act)
+    assert mem.fits and mem.describe().endswith("<= 80.0 GB")
+    # Without ZeRO it would not: 17.2 + 34.5 + 103.5 GB.
+    assert not training_memory_per_gpu(_model("llama-2-70b"), a100, 8, 1, 8, 4096, shard_optimizer=False,
+                                       shard_grads=False).fits
+
+
+def test_training_memory_sharding_and_checkpointing(a100, llama7b):
+    # FSDP/ZeRO-3 over 8 GPUs: everything /8. No checkpointing: 34*h bytes x L layers per token.
+    full = training_memory_per_gpu(llama7b, a100, 1, 1, 8, 8192, shard_params=True, grad_bytes=2.0,
+                                   activation_checkpointing=False)
+    assert full.weights == pytest.approx(2 * N7B / 8)
+    assert full.grads == pytest.approx(2 * N7B / 8)
+    assert full.optimizer == pytest.approx(12 * N7B / 8)
+    assert full.activations == pytest.approx(34 * 4096 * 32 * 8192)
+    # Pipeline stages split the states but not the activations (1F1B keeps pp micro-batches in stage 0).
+    pp4 = training_memory_per_gpu(llama7b, a100, 1, 4, 1, 8192)
+    pp1 = training_memory_per_gpu(llama7b, a100, 1, 1, 1, 8192)
+    assert pp4.weights == pytest.approx(pp1.weights / 4)
+    assert pp4.activations == pp1.activations
+
+
+def test_forward_memory_hand_case(a100, llama7b):
+    # Reference model forward, 8192-token micro-batch, TP1: weights 13.48 GB, one layer 34*4096*8192 B
+    # = 1.14 GB, fp32 logits 32000*8192*4 = 1.05 GB.
+    mem = forward_memory_per_gpu(llama7b, a100, 1, 1, 8192)
+    assert mem.weights == 2 * N7B
+    assert mem.activations == pytest.approx(34 * 4096 * 8192 + 32000 * 8192 * 4)
+    assert mem.grads == mem.optimizer == mem.kv == 0
+    assert mem.fits
+
+
+def test_describe_format():
+    mem = MemoryBreakdown(weights=17.6e9, grads=17.6e9, optimizer=52.8e9, activations=5.1e9, kv=0.0,
+                          capacity=80e9)
+    assert mem.describe() == (
+        "needs 93.1 GB per GPU (weights 17.6, grads 17.6, optimizer 52.8, activations 5.1) > 80.0 GB"
+    )
+
+
+# ---------------------------------------------------------------- training
+
+
+def test_training_flops_formula(llama7b):
+    # One 4096-token sequence: 6N*4096 + 12*L*(heads*d_head)*4096^2 (verl flops_counter).
+    expected = 6 * N7B * 4096 + 12 * 32 * 4096 * 4096**2
+    assert training_flops(llama7b, 4096, 4096**2) == pytest.approx(expected)
+    assert forward_flops(llama7b, 4096, 4096**2) == pytest.approx(2 * N7B * 4096 + 4 * 32 * 4096 * 4096**2)
+
+
+def test_moe_training_flops_use_active_params():
+    model = _model("qwen3-30b-a3b")
+    assert training_flops(model, 1000, 0) == pytest.approx(6 * model.active_params * 1000)
+
+
+def test_pipeline_bubble_factor():
+    assert pipeline_bubble_factor(4, 8) == pytest.approx((8 + 4 - 1) / 8)  # 1.375
+    assert pipeline_bubble_factor(1, 5) == 1.0
+    with pytest.raises(ValueError):
+        pipeline_bubble_factor(4, 0)
+
+
+def test_grad_allreduce_intra_and_inter_node(a100, llama7b):
+    # bf16 grads 2N = 13.48 GB; 8 GPUs in a node ride NVLink, 16 GPUs are limited by the 25 GB/s NIC.
+    intra = 2 * N7B / 300e9 * 2 * 7 / 8 + 2 * 7 * 10e-6  # 78.6 ms
+    inter = 2 * N7B / 25e9 * 2 * 15 / 16 + 2 * 15 * 10e-6  # 1.01 s
+    assert grad_allreduce_time(llama7b, a100, 1, 1, 8, 8) == pytest.approx(intra)
+    assert grad_allreduce_time(llama7b, a100, 1, 1, 16, 8) == pytest.approx(inter)
+    # TP2 x DP8 spans two nodes even though the dp group has 8 members; the shard is halved.
+    assert grad_allreduce_time(llama7b, a100, 2, 1, 8, 8) == pytest.approx(
+        N7B / 25e9 * 2 * 7 / 8 + 2 * 7 * 10e-6)
+    assert grad_allreduce_time(llama7b, a100, 8, 1, 1, 8) == 0.0
+
+
+def test_overlap_hides_comm_when_compute_is_long(a100, llama7b):
+    comm = grad_allreduce_time(llama7b, a100, 1, 1, 16, 8)  # ~1.01 s over the NIC
+    # 1M tokens on 16 GPUs: 6N*1e6 / (16 * 312e12 * 0.4) = 20.2 s; backward (2/3) hides the 1 s.
+    long_compute = 6 * N7B * 1e6 / (16 * 312e12 * 0.4)
+    assert train_time(llama7b, a100, 16, 1e6, 0) == pytest.approx(long_compute)
+    # 10k tokens: 0.20 s compute, only 2/3*0.20 s of the all-reduce hidden.
+    short = 6 * N7B * 1e4 / (16 * 312e12 * 0.4)
+    assert train_time(llama7b, a100, 16, 1e4, 0) == pytest.approx(short + comm - 2 / 3 * short)
+    assert train_time(llama7b, a100, 16, 1e4, 0, overlap_grad_reduce=False) == pytest.approx(short + comm)
+    bd = train_time_breakdown(llama7b, a100, 16, 1e4, 0)
+    assert bd.grad_comm == pytest.approx(comm) and bd.total == pytest.approx(short + comm - 2 / 3 * short)
+
+
+def test_pipeline_train_time_includes_bubble(a100, llama7b):
+    # 8 GPUs as PP8, 16 micro-batches: compute x (16 + 7)/16; single dp rank -> no gradient all-reduce.
+    compute = 6 * N7B * 65536 / (8 * 312e12 * 0.4)
+    got = train_time(llama7b, a100, 8, 65536, 0, pp=8, micro_batches=16)
+    assert got == pytest.approx(compute * 23 / 16)
+    with pytest.raises(ValueError):
+        train_time(llama7b, a100, 12, 65536, 0, tp=8)
+
+
+def test_mfu_override(a100, llama7b):
+    # One GPU: no communication, time is inversely proportional to MFU; default is the profile's 0.4.
+    base = train_time(llama7b, a100, 1, 4096, 4096**2)
+    assert base == pytest.approx(training_flops(llama7b, 4096, 4096**2) / (312e12 * 0.4))
+    assert train_time(llama7b, a100, 1, 4096, 4096**2, mfu=0.2) == pytest.approx(2 * base)
+    # Forward-only passes default to forward MFU 0.5.
+    fwd = forward_time(llama7b, a100, 1, 4096, 4096**2)
+    assert fwd == pytest.approx(forward_flops(llama7b, 4096, 4096**2) / (312e12 * 0.5))
+    assert forward_time(llama7b, a100, 1, 4096, 4096**2, mfu=0.25) == pytest.approx(2 * fwd)
+
+
+# ---------------------------------------------------------------- offload
+
+
+def test_offload_onload_over_pcie(a100, llama7b):
+    # 25 GB/s per GPU. TP1 x DP8 with sharded Adam: params 2N + optimizer 12N/8 per GPU = 23.58 GB -> 0.94 s.
+    assert pcie_transfer_time(25e9, a100) == pytest.approx(1.0)
+    assert pcie_transfer_time(0, a100) == 0.0
+    size = 2 * N7B + 12 * N7B / 8
+    assert offload_bytes_per_gpu(llama7b, 1, 1, 8) == pytest.approx(size)
+    assert offload_time(llama7b, a100, 1, 1, 8) == pytest.approx(size / 25e9)
+    assert onload_time(llama7b, a100, 1, 1, 8) == offload_time(llama7b, a100, 1, 1, 8)
+    # Adding sharded fp32 grads: + 4N/8.
+    with_grads = offload_time(llama7b, a100, 1, 1, 8, grads=True)
+    assert with_grads == pytest.approx((size + 4 * N7B / 8) / 25e9)
+    assert offload_time(llama7b, a100, 1, 1, 8, params=False, optimizer=False) == 0.0
