@@ -93,6 +93,7 @@ _NEUTRAL = {
     "train_mfu": 0.4,
 }
 _PRIOR_WEIGHT = 1e-3  # pull towards the start, in logit units: negligible next to a 0.1% data residual
+_SSE_TOL = 1e-8  # sums of squared log-ratios closer than this (~1e-4 relative error) count as equal
 _SIGNIFICANT_DIGITS = 4  # fitted values are rounded to this many significant digits
 _INFORMED_TOL = 1e-7  # |d log(pred) / d logit| below this on every row: the data does not see it
 
@@ -433,12 +434,12 @@ def fit(
         sse = float(np.sum(log_ratios(u) ** 2))
         u_alt, it_alt, _ = _levenberg_marquardt(residuals_towards(neutral), neutral)
         sse_alt = float(np.sum(log_ratios(u_alt) ** 2))
-        if sse_alt < sse * (1.0 - 1e-3) - 1e-15:
+        if sse - sse_alt > max(1e-3 * sse, _SSE_TOL):
             u_pol, it_polish, converged = _levenberg_marquardt(residuals_towards(u0), u_alt)
             iterations += it_alt + it_polish
             # The pull back to the start may drag the solution onto the same kink: keep it only if the
             # data still fits as well.
-            u = u_pol if float(np.sum(log_ratios(u_pol) ** 2)) <= sse_alt * (1.0 + 1e-3) + 1e-15 else u_alt
+            u = u_pol if float(np.sum(log_ratios(u_pol) ** 2)) <= sse_alt * (1.0 + 1e-3) + _SSE_TOL else u_alt
             notes.append("the fit from the start values stalled; the result comes from a neutral start")
     else:
         u, iterations, converged = u0, 0, True

@@ -171,8 +171,6 @@ def test_steps_time_matches_brute_force(c0, c1, m0, m1, fixed, batch, s0, n):
     assert math.isclose(c.steps_time(s0, n), _brute_steps(c, s0, n), rel_tol=1e-9, abs_tol=1e-12)
 
 
-@pytest.mark.xfail(raises=OverflowError, strict=True,
-                   reason="generation.py: (am-ac)/(gc-gm) overflows to inf when gc-gm is subnormal")
 def test_steps_time_subnormal_slope_difference():
     # Found by hypothesis: compute1 = 5e-324, memory flat -> cross = 0.0078/5e-324 = inf -> math.ceil(inf).
     c = DecodeCoefficients(0.0078125, 5e-324, 0.0, 0.0, 0.0078125, 1)

@@ -49,9 +49,9 @@ class DecodeCoefficients:
         am, gm = self.mem0 + self.mem1 * s0, self.mem1 * b
         total = n * self.fixed
         # compute - memory = (ac - am) + (gc - gm) k changes sign at most once.
-        if gc == gm:
+        cross = (am - ac) / (gc - gm) if gc != gm else math.inf  # where compute and memory meet
+        if not math.isfinite(cross):  # parallel (or numerically parallel) lines: one branch throughout
             return total + (_affine_sum(ac, gc, 0, n) if ac >= am else _affine_sum(am, gm, 0, n))
-        cross = (am - ac) / (gc - gm)  # compute >= memory for k >= cross when gc > gm
         k = min(max(math.ceil(cross), 0), n)
         if gc > gm:  # memory-bound first, compute-bound from k on
             return total + _affine_sum(am, gm, 0, k) + _affine_sum(ac, gc, k, n)
@@ -83,12 +83,17 @@ def _weight_bytes_read(model: ModelShape, batch: int) -> float:
     return (model.params - expert_params * (1.0 - touched)) * model.weight_bytes
 
 
-def tp_allreduce_time(model: ModelShape, hw: HardwareProfile, tp: int, tokens: int) -> float:
-    """Two activation all-reduces per layer (attention out, MLP out) of tokens x hidden elements."""
+def tp_allreduce_time(
+    model: ModelShape, hw: HardwareProfile, tp: int, tokens: int, gpus_per_node: int = 8
+) -> float:
+    """Two activation all-reduces per layer (attention out, MLP out) of tokens x hidden elements.
+
+    TP beyond one node (tp > gpus_per_node) runs its all-reduces over the NICs.
+    """
     if tp <= 1:
         return 0.0
     size = tokens * model.hidden * 2.0  # activations stay bf16 even with fp8 weights
-    bw = ring_bandwidth_bytes_per_s(hw, tp, gpus_per_node=max(tp, 8))
+    bw = ring_bandwidth_bytes_per_s(hw, tp, gpus_per_node)
     return 2 * model.layers * allreduce_time(size, tp, bw, hw.collective_latency_s)
 
 
@@ -136,7 +141,8 @@ def prefill_time(
     flops = 2.0 * model.active_params * new_tokens + 2.0 * model.layers * q_dim * (sq + 2.0 * cached_cross)
     compute = flops / (hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute)
     memory = _weight_bytes_read(model, int(new_tokens)) / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
-    return max(compute, memory) + hw.decode_fixed_overhead_s + tp_allreduce_time(model, hw, tp, int(new_tokens))
+    comm = tp_allreduce_time(model, hw, tp, int(new_tokens))
+    return max(compute, memory) + hw.decode_fixed_overhead_s + comm
 
 
 def serving_itl(

@@ -177,7 +177,8 @@ def _apply_overrides(
             continue
         parts = [p.strip() for p in parts]
         try:
-            value = yaml.safe_load(raw_value) if raw_value.strip() else None
+            # As in Hydra, `key=` sets an empty string; `key=null` sets null.
+            value = yaml.safe_load(raw_value) if raw_value.strip() else ""
         except yaml.YAMLError as exc:
             problems.append(_override_problem(override, f"cannot parse value: {_yaml_error_message(exc)}"))
             continue
@@ -277,6 +278,7 @@ def clean_loc(loc: Loc, raw: Any) -> Loc:
         if isinstance(node, Mapping):
             if part in node:
                 node = node[part]
+                part = str(part)  # a mapping key, even if YAML read it as a number: models.1, not models[1]
             elif node.get("kind") == part:
                 continue
             else:
@@ -337,7 +339,7 @@ def _num(value: Any) -> str:
 
 
 def _quoted_list(text: str) -> str:
-    """"'a', 'b' or 'c'" (pydantic's wording) -> "a, b, c"."""
+    """Pydantic's "'a', 'b' or 'c'" -> "a, b, c"."""
     items = re.findall(r"'([^']*)'", text)
     return ", ".join(items) if items else text
 
@@ -374,7 +376,9 @@ def _message(err: Mapping[str, Any]) -> str:
     if kind == "union_tag_invalid":
         disc = str(ctx.get("discriminator", "kind")).strip("'")
         tags = _quoted_list(str(ctx.get("expected_tags", "")))
-        return f"{disc} must be one of {tags}, got {ctx.get('tag')!r}"
+        raw = err.get("input")
+        tag = _show(raw.get(disc)) if isinstance(raw, Mapping) else repr(ctx.get("tag"))
+        return f"{disc} must be one of {tags}, got {tag}"
     if kind == "union_tag_not_found":
         disc = str(ctx.get("discriminator", "kind")).strip("'")
         tags = _expected_tags(tuple(err["loc"]), disc)
