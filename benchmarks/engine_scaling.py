@@ -72,8 +72,8 @@ def main() -> None:
     for label, res, wall in rows:
         s = res.steps.iloc[0]
         print(
-            f"{label:<12} {int(s['samples']):>8} {s['response_length/mean']:>10.0f} {res.meta['simulated_time_s']:>9.1f}"
-            f" {res.meta['events']:>8} {int(s['preemptions']):>8} {wall:>8.3f}"
+            f"{label:<12} {int(s['samples']):>8} {s['response_length/mean']:>10.0f}"
+            f" {res.meta['simulated_time_s']:>9.1f} {res.meta['events']:>8} {int(s['preemptions']):>8} {wall:>8.3f}"
         )
     print(f"x1 wall (median of {args.repeats}): {rows[0][2]:.3f} s")
     print(f"request_scaling_ratio: {rows[2][2] / rows[0][2]:.2f}")

@@ -133,6 +133,8 @@ class Measurement:
         for name in _REQUIRED_CELLS[self.kind]:
             if getattr(self, name) is None:
                 raise MeasurementError(f"{self.where()}: a {self.kind} row needs column {name!r}")
+        if self.kind == "train" and self.gpus % self.tp:
+            raise MeasurementError(f"{self.where()}: gpus ({self.gpus}) must be a multiple of tp ({self.tp})")
         try:
             self.shape()
         except (KeyError, ValueError) as exc:
@@ -329,6 +331,7 @@ def _to_logit(value: float, upper: float) -> float:
 
 
 def _from_logit(u: float, upper: float) -> float:
+    u = min(max(u, -40.0), 40.0)
     return upper / (1.0 + math.exp(-u)) if u >= 0 else upper * math.exp(u) / (1.0 + math.exp(u))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -11,6 +12,11 @@ from rlsim.engine.environment import SimEnvironment
 from rlsim.metrics import summarize
 from rlsim.scenario.schema import Scenario
 from rlsim.schedules import build_schedule
+
+SAMPLE_COLUMNS = [
+    "sample_id", "step", "engine", "prompt_tokens", "response_tokens", "arrival_s", "admitted_s",
+    "finished_s", "preemptions", "oldest_version", "newest_version",
+]
 
 
 @dataclass
@@ -21,20 +27,58 @@ class Result:
     timeline: pd.DataFrame
     engine_stats: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAMPLE_COLUMNS))
+
+
+def _samples(requests) -> pd.DataFrame:
+    """One row per finished request (per-sample timing and policy versions: long tail, staleness)."""
+    rows = [
+        (
+            r.rid, r.meta.get("step"), r.engine, r.prompt_tokens, r.generated, r.arrival_s, r.admitted_s,
+            r.finished_s, r.preemptions, r.oldest_version, r.newest_version,
+        )
+        for r in requests
+    ]
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+
+class _ProgressRows(list):
+    """The schedule's step rows, calling `progress(steps_done, total)` whenever a step is appended."""
+
+    def __init__(self, rows, progress: Callable[[int, int], None], total: int):
+        super().__init__(rows)
+        self._progress = progress
+        self._total = total
+
+    def append(self, row) -> None:
+        super().append(row)
+        self._progress(len(self), self._total)
+
+    def extend(self, rows) -> None:
+        super().extend(rows)
+        self._progress(len(self), self._total)
 
 
 def _engine_stats(engines) -> pd.DataFrame:
     rows = [(e.name, e.pool, t, b, kv, e.kv_capacity) for e in engines for (t, b, kv) in (e.stats or [])]
-    return pd.DataFrame(rows, columns=["engine", "pool", "time_s", "running", "kv_tokens", "kv_capacity_tokens"])
+    columns = ["engine", "pool", "time_s", "running", "kv_tokens", "kv_capacity_tokens"]
+    return pd.DataFrame(rows, columns=columns)
 
 
-def simulate(scenario: Scenario, seed: int | None = None) -> Result:
-    """Run one scenario. Same scenario and seed give identical results, bit for bit."""
+def simulate(
+    scenario: Scenario, seed: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> Result:
+    """Run one scenario. Same scenario and seed give identical results, bit for bit.
+
+    `progress(steps_done, total_steps)` is called each time an RL step completes (for progress bars).
+    """
     if seed is not None:
         scenario = scenario.model_copy(update={"seed": seed})
     wall0 = time.perf_counter()
     env = SimEnvironment(scenario.seed)
     schedule = build_schedule(scenario, env)
+    if progress is not None:
+        schedule.step_rows = _ProgressRows(schedule.step_rows, progress, schedule.total_steps)
     done = env.process(schedule.run())
     env.run(until=done)
     for engine in schedule.engines:
@@ -48,4 +92,5 @@ def simulate(scenario: Scenario, seed: int | None = None) -> Result:
         "wall_time_s": time.perf_counter() - wall0,
         "simulated_time_s": env.now,
     }
-    return Result(scenario, summary, steps, timeline, _engine_stats(schedule.engines), meta)
+    samples = _samples(getattr(schedule, "requests_done", []))
+    return Result(scenario, summary, steps, timeline, _engine_stats(schedule.engines), meta, samples)

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rlsim.model_shapes import preset_names
+from rlsim.scenario.checks import check_scenario
 from rlsim.scenario.errors import Problem, ScenarioError
 from rlsim.scenario.schema import Scenario
 
@@ -48,8 +49,6 @@ def parse_scenario(
     Order: overrides (syntax problems are collected, the rest still applied), then pydantic
     validation, then the semantic checks of `check_scenario` (only on a scenario that validated).
     """
-    from rlsim.scenario.checks import check_scenario
-
     if not isinstance(data, Mapping):
         raise ScenarioError(source, [Problem("", f"expected a mapping at the top level, got {_show(data)}")])
     data, problems, anchors = _apply_overrides(dict(data), overrides)
