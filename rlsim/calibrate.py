@@ -15,7 +15,13 @@ i.e. on relative error. Efficiencies are kept in (0, 1) and the overhead in (0, 
 logistic reparametrisation; a parameter no row kind depends on is left untouched. A tiny pull
 towards the starting value keeps parameters the data cannot see (e.g. the compute efficiency of a
 decode that is memory-bound in every row) where they were, so the fit is deterministic and moves
-only what the measurements inform. Pure numpy, no randomness.
+only what the measurements inform; along directions the rows cannot separate (a serving ITL curve
+fixes only an intercept and a slope) it likewise picks the point nearest the start, and the result
+says so. The roofline max() has kinks where LM can stall, so a second, neutral start is tried and
+kept when it fits clearly better. Pure numpy, no randomness.
+
+For the CLI: `read_measurements(csv)` -> `fit(rows, load_profile(name))` -> `format_report(result)`
+and `write_profile(result.profile, path)`.
 """
 
 from __future__ import annotations

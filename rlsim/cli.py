@@ -110,14 +110,15 @@ def profiles() -> None:
     from rlsim.hardware import available_profiles, load_profile
 
     table = Table(title="hardware profiles")
-    for col in ("name", "BF16 TFLOP/s", "HBM GB", "HBM TB/s", "NVLink GB/s", "NIC Gb/s", "$/GPU-h", "description"):
-        table.add_column(col)
+    table.add_column("name", no_wrap=True)
+    for col in ("BF16 TFLOP/s", "HBM GB", "HBM TB/s", "NVLink GB/s", "NIC Gb/s", "$/GPU-h"):
+        table.add_column(col, justify="right")
     for name in available_profiles():
         p = load_profile(name)
         price = "-" if p.price_usd_per_gpu_hour is None else f"{p.price_usd_per_gpu_hour:.2f}"
         table.add_row(
             name, f"{p.bf16_tflops:g}", f"{p.hbm_gb:g}", f"{p.hbm_tb_per_s:g}", f"{p.nvlink_gb_per_s:g}",
-            f"{p.nic_gbit_per_s:g}", price, p.description,
+            f"{p.nic_gbit_per_s:g}", price,
         )
     console.print(table)
 
@@ -128,8 +129,9 @@ def presets() -> None:
     from rlsim.model_shapes import ModelShape, preset_names, resolve_preset
 
     table = Table(title="model presets")
-    for col in ("name", "params (B)", "active (B)", "layers", "hidden", "kv heads", "KV KB/token"):
-        table.add_column(col)
+    table.add_column("name", no_wrap=True)
+    for col in ("params (B)", "active (B)", "layers", "hidden", "kv heads", "KV KB/token"):
+        table.add_column(col, justify="right")
     for name in preset_names():
         m = ModelShape(**resolve_preset(name))
         table.add_row(

@@ -1,0 +1,120 @@
+"""The command line: exit codes, one line per problem, no tracebacks, the results folder."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from rlsim.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+runner = CliRunner()
+
+
+def test_validate_ok():
+    res = runner.invoke(app, ["validate", str(QUICKSTART)])
+    assert res.exit_code == 0, res.output
+    assert "ok" in res.output
+
+
+def test_bad_overrides_exit_2_one_line_each_no_traceback():
+    res = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "steps=0", "--set", "seed=-1"])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert f"{QUICKSTART}: steps: must be > 0, got 0" in lines
+    assert f"{QUICKSTART}: seed: must be >= 0, got -1" in lines
+    assert "Traceback" not in res.output
+    # Cross-field checks run once the schema is satisfied.
+    res = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "roles.rollout.parallel.tp=3"])
+    assert res.exit_code == 2
+    assert f"{QUICKSTART}: roles.rollout.parallel.tp: must divide gpus_per_node (8), got 3" in res.output
+
+
+def test_unknown_override_path_is_an_error(tmp_path):
+    res = runner.invoke(app, ["run", str(QUICKSTART), "--set", "algorithm.prompts_per_stepp=4", "--out", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "prompts_per_stepp" in res.output and "unknown key" in res.output
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_malformed_yaml_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    res = runner.invoke(app, ["run", str(bad)])
+    assert res.exit_code == 2
+    assert str(bad) in res.output and "Traceback" not in res.output
+
+
+def test_missing_file_exit_2(tmp_path):
+    res = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2
+
+
+def test_run_writes_contract_folder(tmp_path):
+    res = runner.invoke(app, ["run", str(QUICKSTART), "--set", "steps=1", "--set", "algorithm.prompts_per_step=8",
+                              "--out", str(tmp_path), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    for name in ("summary.json", "steps.csv", "timeline.csv", "scenario.resolved.yaml", "meta.json"):
+        assert (tmp_path / name).is_file(), name
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for key in ("step_time_s", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "samples_per_s",
+                "gpu_idle_fraction", "idle_fraction_by_pool", "busy_fraction_by_phase", "staleness_mean",
+                "staleness_max", "num_gpus", "steps"):
+        assert key in summary, key
+    resolved = yaml.safe_load((tmp_path / "scenario.resolved.yaml").read_text())
+    assert resolved["steps"] == 1 and resolved["algorithm"]["prompts_per_step"] == 8
+
+
+def test_run_by_shipped_name(tmp_path):
+    res = runner.invoke(app, ["run", "quickstart", "--set", "steps=1", "--set", "algorithm.prompts_per_step=4",
+                              "--out", str(tmp_path), "--no-plots"])
+    assert res.exit_code == 0, res.output
+
+
+def test_schema_is_json_schema():
+    res = runner.invoke(app, ["schema"])
+    assert res.exit_code == 0
+    schema = json.loads(res.output)
+    assert schema["additionalProperties"] is False
+    assert {"cluster", "models", "roles", "workload", "schedule"} <= set(schema["properties"])
+
+
+def test_profiles_and_presets_list():
+    res = runner.invoke(app, ["profiles"])
+    assert res.exit_code == 0 and "h100-sxm" in res.output and "mi300x" in res.output
+    res = runner.invoke(app, ["presets"])
+    assert res.exit_code == 0 and "qwen3-30b-a3b" in res.output
+
+
+def test_calibrate_prints_errors_and_writes_profile(tmp_path):
+    csv = ROOT / "hardware_profiles" / "measurements" / "nim_llama33_70b_fp8_h100.csv"
+    out = tmp_path / "fitted.yaml"
+    res = runner.invoke(app, ["calibrate", str(csv), "--profile", "h100-sxm", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.is_file()
+    assert "h100-sxm" in out.read_text()
+
+
+def test_calibrate_bad_csv_exit_2(tmp_path):
+    bad = tmp_path / "m.csv"
+    bad.write_text("kind,seconds\nwarp,1\n")
+    res = runner.invoke(app, ["calibrate", str(bad), "--profile", "h100-sxm"])
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
+
+
+def test_packages_list_covers_every_subpackage():
+    """pyproject lists packages explicitly (to ship hardware_profiles/ and scenarios/); keep it complete."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"rlsim"} | {
+        "rlsim." + ".".join(p.parent.relative_to(ROOT / "rlsim").parts)
+        for p in (ROOT / "rlsim").rglob("__init__.py")
+        if p.parent != ROOT / "rlsim"
+    }
+    assert found <= listed, found - listed
+    assert {"rlsim.hardware_profiles", "rlsim.scenarios"} <= listed

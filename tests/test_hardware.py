@@ -1,0 +1,124 @@
+"""Shipped hardware profiles: they load, cite every number, and match REFERENCE.md section 1."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from rlsim.hardware import _NUMERIC_FIELDS, HardwareProfile, available_profiles, load_profile, profiles_dir
+
+SHIPPED = ("a100-80gb", "h100-sxm", "h200", "h20", "b200", "mi300x", "l40s", "h800")
+
+# REFERENCE.md section 1: BF16 TFLOP/s, HBM GB, HBM TB/s, NVLink GB/s per direction, NIC Gb/s.
+SPECS = {
+    "a100-80gb": (312, 80, 2.039, 300, 200),
+    "h100-sxm": (989, 80, 3.35, 450, 400),
+    "h200": (989, 141, 4.8, 450, 400),
+    "h20": (148, 96, 4.0, 450, 400),
+    "b200": (2250, 180, 7.7, 900, 400),
+    "mi300x": (1307, 192, 5.3, 896 / 2, 400),  # xGMI 896 GB/s aggregate (bidirectional)
+    "l40s": (362, 48, 0.864, 0, None),  # no NVLink; no NIC listed
+    "h800": (989, 80, 3.35, 200, 400),  # AReaL testbed (REFERENCE.md section 7)
+}
+
+# REFERENCE.md section 1, derived ridge points (FLOP/byte) = BF16 FLOP/s / HBM bytes/s.
+RIDGE = {"a100-80gb": 153, "h100-sxm": 295, "h200": 206, "h20": 37, "b200": 292, "mi300x": 247}
+
+
+def _raw(name: str) -> dict:
+    with open(profiles_dir() / f"{name}.yaml") as fh:
+        return yaml.safe_load(fh)
+
+
+def test_every_reference_gpu_is_shipped():
+    assert set(SHIPPED) <= set(available_profiles())
+
+
+@pytest.mark.parametrize("name", available_profiles())
+def test_profile_loads_and_cites_every_number(name):
+    profile = load_profile(name)
+    assert profile.name == name  # the name is the file stem
+    assert profile.description
+    for field in _NUMERIC_FIELDS:
+        if getattr(profile, field) is not None:
+            assert profile.sources.get(field, "").strip(), f"{name}: {field} has no source"
+
+
+@pytest.mark.parametrize("name", available_profiles())
+def test_efficiencies_are_physically_plausible(name):
+    p = load_profile(name)
+    for eta in (p.decode_eta_mem, p.decode_eta_compute, p.prefill_eta_compute, p.train_mfu, p.forward_mfu):
+        assert 0.1 <= eta <= 1.0
+    assert 0.5 <= p.decode_fixed_overhead_ms <= 20.0  # a few ms per engine step (REFERENCE.md section 2)
+    assert 0 <= p.collective_latency_us <= 50
+    assert p.fp8_tflops is None or p.fp8_tflops == pytest.approx(2 * p.bf16_tflops, rel=0.03)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_spec_values_match_reference(name):
+    p = load_profile(name)
+    bf16, hbm_gb, hbm_tb, nvlink, nic = SPECS[name]
+    assert p.bf16_tflops == pytest.approx(bf16)
+    assert p.hbm_gb == pytest.approx(hbm_gb)
+    assert p.hbm_tb_per_s == pytest.approx(hbm_tb)
+    assert p.nvlink_gb_per_s == pytest.approx(nvlink)
+    if nic is not None:
+        assert p.nic_gbit_per_s == pytest.approx(nic)
+
+
+@pytest.mark.parametrize("name", sorted(RIDGE))
+def test_ridge_points_match_reference(name):
+    p = load_profile(name)
+    assert p.peak_flops / p.hbm_bytes_per_s == pytest.approx(RIDGE[name], rel=0.02)
+
+
+def test_fp8_only_where_the_gpu_has_it():
+    assert load_profile("a100-80gb").fp8_tflops is None
+    a100 = load_profile("a100-80gb")
+    assert a100.peak_flops_for(1) == a100.peak_flops  # FP8 weights fall back to the BF16 peak
+    h100 = load_profile("h100-sxm")
+    assert h100.fp8_tflops == 1979
+    assert h100.peak_flops_for(1) == pytest.approx(1979e12)
+
+
+def test_h800_is_an_h100_with_narrower_nvlink():
+    h100, h800 = load_profile("h100-sxm"), load_profile("h800")
+    for field in ("bf16_tflops", "fp8_tflops", "hbm_gb", "hbm_tb_per_s", "decode_eta_mem",
+                  "decode_fixed_overhead_ms", "prefill_eta_compute"):
+        assert getattr(h800, field) == getattr(h100, field)
+    assert h800.nvlink_gb_per_s == h100.nvlink_gb_per_s * 200 / 450
+
+
+def test_l40s_talks_over_pcie():
+    p = load_profile("l40s")
+    assert p.nvlink_gb_per_s == 0
+    assert p.intra_node_bytes_per_s() == p.pcie_bytes_per_s
+
+
+def test_profile_missing_a_source_is_rejected():
+    data = _raw("h100-sxm")
+    del data["sources"]["hbm_tb_per_s"]
+    with pytest.raises(ValidationError, match="hbm_tb_per_s"):
+        HardwareProfile.model_validate(data)
+
+
+def test_source_for_unknown_field_is_rejected():
+    data = _raw("h100-sxm")
+    data["sources"]["hbm_tbps"] = "typo"
+    with pytest.raises(ValidationError, match="hbm_tbps"):
+        HardwareProfile.model_validate(data)
+
+
+def test_unknown_profile_field_is_rejected():
+    data = _raw("h100-sxm")
+    data["hbm_tbps"] = 3.35
+    with pytest.raises(ValidationError):
+        HardwareProfile.model_validate(data)
+
+
+def test_efficiency_above_one_is_rejected():
+    data = _raw("h100-sxm")
+    data["decode_eta_mem"] = 1.2
+    with pytest.raises(ValidationError):
+        HardwareProfile.model_validate(data)
