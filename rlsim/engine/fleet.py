@@ -34,7 +34,11 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
         model, hw, tp, role.engine.gpu_memory_utilization, role.engine.activation_reserve_gb * 1e9
     )
     count = role_gpus(scn, role) // tp
+    shared: dict = {}  # identical replicas share one decode-coefficient table
     return [
-        InferenceEngine(env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity, pool=role.pool, role=role_name)
+        InferenceEngine(
+            env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
+            pool=role.pool, role=role_name, decode_cache=shared,
+        )
         for i in range(count)
     ]

@@ -16,6 +16,8 @@ import math
 from collections import OrderedDict, deque
 from typing import Literal
 
+import simpy
+
 from rlsim.costs.generation import DecodeCoefficients, decode_coefficients, prefill_time
 from rlsim.engine.environment import SimEnvironment
 from rlsim.engine.request import Request
@@ -43,6 +45,7 @@ class InferenceEngine:
         pool: str,
         role: str = "rollout",
         record_stats: bool = True,
+        decode_cache: dict[int, DecodeCoefficients] | None = None,
     ):
         self.env = env
         self.name = name
@@ -64,8 +67,10 @@ class InferenceEngine:
         self._base = 0  # sum over running of (context at join - tick at join)
         self._prefix_cache: OrderedDict = OrderedDict()  # trajectory_id -> cached tokens (LRU)
         self._cache_tokens = 0
-        self._coeffs: dict[int, DecodeCoefficients] = {}
-        self._wake = None
+        # Decode coefficients per batch size; engines of one model/hardware/tp may share the table.
+        self._coeffs: dict[int, DecodeCoefficients] = {} if decode_cache is None else decode_cache
+        self._wake = None  # event an idle engine waits on
+        self._decoding = False  # inside an interruptible decode segment
         self._pause_requested = None  # event to fire once paused
         self._resume_evt = None
         self._resume_mode: ResumeMode = "keep"
@@ -136,8 +141,12 @@ class InferenceEngine:
     # ------------------------------------------------------------------ internals
 
     def _wake_up(self) -> None:
+        """Tell the engine its batch may change: wake it if idle, interrupt it if decoding."""
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
+        elif self._decoding:
+            self._decoding = False
+            self.process.interrupt()
 
     def _running_context(self) -> int:
         return self._base + len(self.running) * self._tick
@@ -387,11 +396,14 @@ class InferenceEngine:
             s0 = self._running_context()
             dt = c.steps_time(s0, n)
             start = env.now
-            self._wake = env.event()
-            timer = env.timeout(dt)
-            yield timer | self._wake
-            self._wake = None
-            if not timer.processed and env.now < start + dt:
+            self._decoding = True
+            try:
+                yield env.timeout(dt)
+                interrupted = False
+            except simpy.Interrupt:
+                interrupted = True
+            self._decoding = False
+            if interrupted and env.now < start + dt:
                 # Woken early: finish the step in flight, then let the batch change.
                 elapsed = env.now - start
                 k = c.steps_within(s0, elapsed, n) if elapsed > 0 else 0
