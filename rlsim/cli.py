@@ -163,6 +163,18 @@ def calibrate(
         console.print(f"wrote {out}")
 
 
+from rlsim.report.commands import compare_command, plot_command  # noqa: E402
+
+app.command("plot")(plot_command)
+app.command("compare")(compare_command)
+
+# --- commands defined in other modules
+from rlsim.sweep.commands import plot_sweep_command, sweep_command  # noqa: E402
+
+app.command("sweep")(sweep_command)
+app.command("plot-sweep")(plot_sweep_command)
+
+
 def main() -> None:
     app()
 

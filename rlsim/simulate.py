@@ -85,7 +85,7 @@ def simulate(
         engine.close()
     steps = pd.DataFrame(schedule.step_rows)
     timeline = env.ledger.to_frame()
-    summary = summarize(scenario, steps, timeline)
+    summary = summarize(schedule.scenario, steps, timeline)  # placement-resolved pools
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,

@@ -1,28 +1,62 @@
-"""The results folder of DESIGN.md's output contract, and the terminal summary table."""
+"""The results folder of DESIGN.md's output contract, reading it back, and the terminal summary rows."""
 
 from __future__ import annotations
 
 import json
 import math
+import platform
 from pathlib import Path
+
+import pandas as pd
 
 from rlsim import __version__
 from rlsim.scenario.loader import dump_scenario
 from rlsim.simulate import Result
 
+CONTRACT_FILES = ["scenario.resolved.yaml", "summary.json", "steps.csv", "timeline.csv", "trace.json"]
+
 
 def _jsonable(value):
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item"):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if hasattr(value, "item"):
-        return value.item()
     return value
 
 
+def have_parquet() -> bool:
+    """Parquet is written only when pyarrow is importable; it is not a dependency."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def derived_costs(summary: dict) -> dict:
+    """Cost per measured step, from the summary's cost_usd (absent when some pool has no price)."""
+    out = {}
+    if summary.get("cost_usd") is not None and summary.get("steps"):
+        out["cost_per_step_usd"] = summary["cost_usd"] / summary["steps"]
+    return out
+
+
+def full_summary(result: Result) -> dict:
+    """The summary as written to summary.json: metrics' keys plus derived cost keys it may lack."""
+    summary = dict(result.summary)
+    for k, v in derived_costs(summary).items():
+        summary.setdefault(k, v)
+    return summary
+
+
 def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Path]:
-    """Write summary.json, steps.csv, timeline.csv, scenario.resolved.yaml, meta.json (+ PNG plots)."""
+    """Write the contract files (+ meta.json, samples.csv, engine_stats.csv, Parquet, PNG plots)."""
+    from rlsim.report.trace import to_chrome_trace, write_trace
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -32,15 +66,30 @@ def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Pat
         path.write_text(text)
         written.append(path)
 
-    put("summary.json", json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
+    def table(name: str, df: pd.DataFrame) -> None:
+        df.to_csv(out / name, index=False)
+        written.append(out / name)
+
+    put("summary.json", json.dumps(_jsonable(full_summary(result)), indent=2, sort_keys=True) + "\n")
     put("scenario.resolved.yaml", dump_scenario(result.scenario))
-    put("meta.json", json.dumps(_jsonable({"rlsim_version": __version__, **result.meta}), indent=2) + "\n")
-    result.steps.to_csv(out / "steps.csv", index=False)
-    result.timeline.to_csv(out / "timeline.csv", index=False)
-    written += [out / "steps.csv", out / "timeline.csv"]
+    meta = {
+        "rlsim_version": __version__,
+        "python": platform.python_version(),
+        "scenario": result.scenario.name,
+        **result.meta,
+    }
+    put("meta.json", json.dumps(_jsonable(meta), indent=2) + "\n")
+    table("steps.csv", result.steps)
+    table("timeline.csv", result.timeline)
+    samples = getattr(result, "samples", None)
+    if samples is not None:
+        table("samples.csv", samples)
     if not result.engine_stats.empty:
-        result.engine_stats.to_csv(out / "engine_stats.csv", index=False)
-        written.append(out / "engine_stats.csv")
+        table("engine_stats.csv", result.engine_stats)
+    if have_parquet():
+        result.timeline.to_parquet(out / "timeline.parquet", index=False)
+        written.append(out / "timeline.parquet")
+    written.append(write_trace(to_chrome_trace(result), out / "trace.json"))
     if plots:
         from rlsim.report.plots import save_default_plots
 
@@ -48,25 +97,100 @@ def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Pat
     return written
 
 
+def _read_table(folder: Path, stem: str) -> pd.DataFrame:
+    csv, parquet = folder / f"{stem}.csv", folder / f"{stem}.parquet"
+    if csv.is_file():
+        return pd.read_csv(csv)
+    if parquet.is_file():
+        return pd.read_parquet(parquet)
+    return pd.DataFrame()
+
+
+def load_run(folder: Path):
+    """Read a results folder back: (summary dict, RunTables) for plots and comparisons."""
+    from rlsim.report.plots import RunTables, engine_seq_limits
+
+    folder = Path(folder)
+    summary_path = folder / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{folder}: not a results folder (no summary.json)")
+    summary = json.loads(summary_path.read_text())
+    steps = _read_table(folder, "steps")
+    if "warmup" in steps:
+        steps["warmup"] = steps["warmup"].astype(bool)
+    tables = RunTables(
+        steps=steps,
+        timeline=_read_table(folder, "timeline"),
+        engine_stats=_read_table(folder, "engine_stats"),
+        samples=_read_table(folder, "samples"),
+        name=folder.name,
+    )
+    scenario_path = folder / "scenario.resolved.yaml"
+    if scenario_path.is_file():
+        from rlsim.scenario.errors import ScenarioError
+        from rlsim.scenario.loader import load_scenario
+
+        try:
+            scn = load_scenario(scenario_path)
+        except (ScenarioError, OSError, ValueError):
+            scn = None  # written by another rlsim version: plots fall back to what the tables say
+        if scn is not None:
+            tables.pool_gpus = {n: p.gpus for n, p in scn.cluster.pools.items()}
+            tables.max_num_seqs = engine_seq_limits(scn, tables.engine_stats)
+            tables.name = scn.name
+    return summary, tables
+
+
+def _seconds(x: float) -> str:
+    return f"{x:,.0f} s" if x >= 100 else f"{x:.2f} s"
+
+
+def phase_means(steps: pd.DataFrame) -> dict[str, float]:
+    """Mean of each verl timing column (timing_s/gen, ...) over measured steps."""
+    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    cols = [c for c in steps.columns if c.startswith("timing_s/") and c != "timing_s/step"]
+    return {c.removeprefix("timing_s/"): float(measured[c].fillna(0.0).mean()) for c in cols}
+
+
 def summary_rows(result: Result) -> list[tuple[str, str]]:
     """Human-readable (metric, value) rows for the terminal."""
-    s = result.summary
+    s = full_summary(result)
+    scn = result.scenario
+    pools = scn.cluster.pools
+    hw = ", ".join(f"{p.gpus}x {p.hardware}" for p in pools.values())
+    warm = f" (+{scn.warmup_steps} warm-up)" if scn.warmup_steps else ""
     rows = [
-        ("scenario", result.scenario.name),
-        ("GPUs", f"{s['num_gpus']}"),
-        ("measured steps", f"{s['steps']}"),
-        ("step time", f"{s['step_time_s']:.2f} s"),
-        ("throughput", f"{s['throughput_tokens_per_s']:,.0f} tok/s ({s['throughput_tokens_per_s_per_gpu']:,.1f} /GPU)"),
+        ("scenario", f"{scn.name} ({scn.schedule.kind})"),
+        ("GPUs", f"{s['num_gpus']}: {hw}"),
+        ("measured steps", f"{s['steps']}{warm}"),
+        ("step time (mean)", _seconds(s["step_time_s"])),
+    ]
+    for phase, mean in phase_means(result.steps).items():
+        share = f" ({mean / s['step_time_s']:.0%})" if s["step_time_s"] else ""
+        rows.append((f"  {phase}", _seconds(mean) + share))
+    rows += [
+        ("throughput", f"{s['throughput_tokens_per_s']:,.0f} tok/s"),
+        ("  per GPU", f"{s['throughput_tokens_per_s_per_gpu']:,.1f} tok/s"),
         ("samples/s", f"{s['samples_per_s']:.2f}"),
         ("mean response", f"{s['response_length_mean']:,.0f} tokens"),
-        ("GPU idle", f"{s['gpu_idle_fraction']:.1%}"),
+        ("GPU idle (cluster)", f"{s['gpu_idle_fraction']:.1%}"),
     ]
     for pool, idle in s["idle_fraction_by_pool"].items():
-        rows.append((f"  idle: {pool}", f"{idle:.1%}"))
+        rows.append((f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}",
+                     f"{idle:.1%}"))
     for phase, frac in s["busy_fraction_by_phase"].items():
         rows.append((f"  busy: {phase}", f"{frac:.1%}"))
     rows.append(("staleness mean / max", f"{s['staleness_mean']:.2f} / {s['staleness_max']:.0f}"))
-    if "cost_per_million_tokens_usd" in s:
-        rows.append(("cost", f"${s['cost_usd']:,.2f} (${s['cost_per_million_tokens_usd']:.3f} per M tokens)"))
-    rows.append(("simulated / wall", f"{result.meta['simulated_time_s']:,.1f} s / {result.meta['wall_time_s']:.2f} s"))
+    rows.append(("GPU-hours", f"{s['gpu_hours']:,.2f}"))
+    if s.get("cost_usd") is not None:
+        rows.append(("cost", f"${s['cost_usd']:,.2f}"))
+        if "cost_per_step_usd" in s:
+            rows.append(("  per step", f"${s['cost_per_step_usd']:,.3f}"))
+        rows.append(("  per million tokens", f"${s['cost_per_million_tokens_usd']:,.3f}"))
+    else:
+        rows.append(("cost", "n/a (set price_usd_per_gpu_hour on every pool)"))
+    m = result.meta
+    rows.append(
+        ("simulated / wall", f"{m['simulated_time_s']:,.1f} s / {m['wall_time_s']:.2f} s ({m['events']:,} events)")
+    )
     return rows

@@ -61,6 +61,12 @@ def phase_color(phase: str) -> str:
     return _FALLBACK[sum(map(ord, phase)) % len(_FALLBACK)]
 
 
+def phase_order(phases) -> list[str]:
+    """Phases in pipeline order (generate, reward, forward passes, train, sync...), unknown ones last."""
+    known = list(PHASE_COLORS)
+    return sorted(set(phases), key=lambda p: (known.index(p) if p in known else len(known), p))
+
+
 def timing_color(column: str) -> str:
     name = column.removeprefix("timing_s/")
     return phase_color(TIMING_PHASE.get(name, name))
@@ -112,6 +118,30 @@ def _group_order(timeline: pd.DataFrame, engine_stats: pd.DataFrame | None = Non
     return sorted(pairs, key=key)
 
 
+def closed_engine_stats(engine_stats: pd.DataFrame, timeline: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Engine samples plus `running = 0` at the end of each of the engine's busy intervals.
+
+    Engines sample at batch changes but not when the last sequences leave, so without this a step
+    plot would hold the final batch size until the next step starts.
+    """
+    if engine_stats is None or engine_stats.empty or timeline is None or timeline.empty:
+        return engine_stats
+    engines = engine_stats.drop_duplicates("engine").set_index("engine")
+    ends = timeline[timeline["gpu_group"].isin(engines.index)][["gpu_group", "end_s"]]
+    extra = pd.DataFrame({
+        "engine": ends["gpu_group"].to_numpy(),
+        "pool": engines.loc[ends["gpu_group"], "pool"].to_numpy(),
+        "time_s": ends["end_s"].to_numpy(),
+        "running": 0,
+        "kv_tokens": np.nan,
+        "kv_capacity_tokens": engines.loc[ends["gpu_group"], "kv_capacity_tokens"].to_numpy(),
+    })
+    both = pd.concat([extra, engine_stats[extra.columns]], ignore_index=True)
+    both = both.sort_values(["engine", "time_s"], kind="stable").reset_index(drop=True)
+    both["kv_tokens"] = both.groupby("engine")["kv_tokens"].ffill().fillna(0.0)
+    return both
+
+
 def gantt(
     timeline: pd.DataFrame,
     steps: pd.DataFrame | None = None,
@@ -140,17 +170,19 @@ def gantt(
     fig, ax = plt.subplots(figsize=(12, 0.34 * len(lanes) + 2.0))
     tl = timeline[timeline["gpu_group"].isin(shown)]
     occupancy = engine_stats is not None and not engine_stats.empty
-    for phase, rows in tl.groupby("phase"):
-        color = phase_color(str(phase))
-        shaded = occupancy and phase == "generate"
-        for g, s, e in zip(rows["gpu_group"], rows["start_s"], rows["end_s"], strict=True):
-            ax.broken_barh([(s / scale, (e - s) / scale)], (lane[g] - 0.4, 0.8), facecolors=color,
-                           alpha=0.3 if shaded and g in set(engine_stats["engine"]) else 1.0, linewidth=0)
+    engines = set(engine_stats["engine"]) if occupancy else set()
+    for (phase, g), rows in tl.groupby(["phase", "gpu_group"]):
+        spans = list(zip(rows["start_s"] / scale, (rows["end_s"] - rows["start_s"]) / scale, strict=True))
+        faded = phase == "generate" and g in engines  # the fill below shows the batch
+        ax.broken_barh(spans, (lane[g] - 0.4, 0.8), facecolors=phase_color(str(phase)),
+                       alpha=0.3 if faded else 1.0, linewidth=0)
+    caps = []
     if occupancy:
-        for eng, st in engine_stats[engine_stats["engine"].isin(shown)].groupby("engine"):
+        stats = closed_engine_stats(engine_stats[engine_stats["engine"].isin(shown)], tl)
+        for eng, st in stats.groupby("engine"):
             cap = max_num_seqs.get(str(eng)) if isinstance(max_num_seqs, Mapping) else max_num_seqs
             cap = cap or max(int(engine_stats["running"].max()), 1)
-            st = st.sort_values("time_s", kind="stable")
+            caps.append(cap)
             frac = np.clip(st["running"].to_numpy() / cap, 0, 1)
             base = lane[eng] + 0.4
             ax.fill_between(st["time_s"].to_numpy() / scale, base, base - 0.8 * frac, step="post",
@@ -171,8 +203,10 @@ def gantt(
                 ax.text((r.start_s + r.end_s) / 2 / scale, 1.005, f"step {r.step}", transform=top,
                         ha="center", va="bottom", fontsize=7, color="#333333")
     syncs = tl[tl["phase"] == "sync"]
-    for g, s in zip(syncs["gpu_group"], syncs["start_s"], strict=True):
-        ax.plot([s / scale], [lane[g] - 0.5], marker="v", color=phase_color("sync"), ms=5, zorder=5)
+    if not syncs.empty:  # one mark per weight update on the top edge (the sync bars are in the lanes)
+        starts = np.unique(np.round(syncs["start_s"].to_numpy() / scale, 6))
+        ax.plot(starts, np.ones_like(starts), ls="", marker="v", color=phase_color("sync"), ms=5, zorder=5,
+                clip_on=False, transform=blended_transform_factory(ax.transData, ax.transAxes))
 
     labels = [g for _, g in lanes]
     ax.set_yticks(range(len(lanes)), labels, fontsize=8 if len(lanes) <= 24 else 6)
@@ -194,16 +228,24 @@ def gantt(
         name += f" (first {len(lanes)} of {len(lanes_all)} groups)"
     ax.set_title(name, pad=14)
 
-    handles = [Patch(color=phase_color(p), label=p) for p in sorted(tl["phase"].unique())]
-    if occupancy:
-        handles.append(Patch(facecolor=phase_color("generate"), alpha=0.3, label="engine busy (fill = batch / max)"))
+    phases = phase_order(tl["phase"].unique())
+    handles = []
+    for p in phases:
+        if p == "generate" and occupancy:
+            handles.append(Patch(facecolor=phase_color(p), alpha=0.3, label="generate (engine busy)"))
+            cap = f" ({caps[0]})" if caps and len(set(caps)) == 1 else ""
+            handles.append(Patch(color=phase_color(p), label=f"decoding batch / max_num_seqs{cap}"))
+        else:
+            handles.append(Patch(color=phase_color(p), label=p))
     if steps is not None and not steps.empty:
         handles.append(Line2D([], [], color="black", ls="--", lw=0.8, label="step end"))
     if not syncs.empty:
         handles.append(Line2D([], [], color=phase_color("sync"), marker="v", ls="", label="weight sync"))
     height = fig.get_figheight()
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.4 / height, 1, 1))
+    rows_needed = int(np.ceil(len(handles) / 8))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=8, frameon=False,
+               borderaxespad=0.2)
+    fig.tight_layout(rect=(0, 0.22 * rows_needed / height, 1, 1))
     return fig
 
 
@@ -268,10 +310,10 @@ def idle_by_pool(
     if frac.empty:
         return _empty("GPU time by pool", "no measured steps")
     gpus = dict(pool_gpus) if pool_gpus else timeline.drop_duplicates("gpu_group").groupby("pool")["gpus"].sum()
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(frac) + 1.8))
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(frac) + 1.6))
     left = np.zeros(len(frac))
     y = np.arange(len(frac))
-    phases = [c for c in frac.columns if c != "idle"] + ["idle"]
+    phases = phase_order(c for c in frac.columns if c != "idle") + ["idle"]
     for ph in phases:
         vals = frac[ph].to_numpy()
         color = IDLE_COLOR if ph == "idle" else phase_color(ph)
@@ -286,8 +328,7 @@ def idle_by_pool(
     ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.set_xlabel("share of the pool's GPU-time in the measured window")
     ax.set_title("Where GPU time goes, by pool")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(frac) < 3 else -0.15), ncol=min(6, len(phases)),
-              fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -324,7 +365,7 @@ def staleness_hist(samples: pd.DataFrame, steps: pd.DataFrame) -> Figure:
     ax.bar(xs, counts.reindex(xs, fill_value=0) / len(values), color=phase_color("generate"), width=0.8)
     ax.set_xticks(xs if len(xs) <= 20 else xs[:: int(np.ceil(len(xs) / 20))])
     ax.set_xlim(-0.6, max(xs[-1], 2) + 0.6)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0, decimals=0))
     ax.set_xlabel("staleness (trainer version - oldest policy version of the sample's tokens)")
     ax.set_ylabel("share of samples")
     ax.set_title(f"{title}: mean {values.mean():.2f}, max {values.max()} ({len(values):,} samples)")
@@ -346,10 +387,18 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
         return _empty(title, "no finished samples")
     fig, ax = plt.subplots(figsize=(9, 4.5))
     shown = s.sample(max_points, random_state=0) if len(s) > max_points else s
-    n_steps = s["step"].nunique()
-    sc = ax.scatter(shown["rel"], shown["response_tokens"], c=shown["step"], cmap="viridis", s=6, alpha=0.5,
-                    linewidths=0, rasterized=True)
-    if n_steps > 1:
+    step_ids = sorted(s["step"].unique())
+    if len(step_ids) <= 10:
+        cmap = plt.get_cmap("tab10")
+        for i, k in enumerate(step_ids):
+            part = shown[shown["step"] == k]
+            ax.scatter(part["rel"], part["response_tokens"], color=cmap(i), s=6, alpha=0.5, linewidths=0,
+                       rasterized=True, label=f"step {k}")
+        if len(step_ids) > 1:
+            ax.legend(fontsize=8, loc="upper left", markerscale=2.5, frameon=False)
+    else:
+        sc = ax.scatter(shown["rel"], shown["response_tokens"], c=shown["step"], cmap="viridis", s=6, alpha=0.5,
+                        linewidths=0, rasterized=True)
         cb = fig.colorbar(sc, ax=ax, pad=0.11)
         cb.set_label("RL step")
     ax.set_xlabel("finish time after the start of its step (s)")
@@ -362,11 +411,12 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
     ax2.set_ylabel("samples finished (all steps)", color="#C44E52")
     ax2.tick_params(axis="y", colors="#C44E52")
     p50, p90, p100 = np.quantile(rel, [0.5, 0.9, 1.0])
-    for q, label in ((p50, "50%"), (p90, "90%"), (p100, "last")):
+    for q, label in ((p50, "50%"), (p90, "90%"), (p100, "100%")):
         ax.axvline(q, color="#C44E52", lw=0.7, ls=":")
-        ax.text(q, 1.01, f"{label} {q:.0f}s", transform=blended_transform_factory(ax.transData, ax.transAxes),
-                ha="center", va="bottom", fontsize=8, color="#C44E52")
-    ax.set_title(f"{title}\n90% of samples done at {p90 / p100:.0%} of the time to the last one", fontsize=11)
+        ax.text(q, 0.02, f" {label}: {q:.0f} s", transform=blended_transform_factory(ax.transData, ax.transAxes),
+                ha="right" if label == "100%" else "left", va="bottom", fontsize=8, color="#C44E52")
+    ax.set_title(f"{title}\nhalf the samples finish by {p50:.0f} s, 90% by {p90:.0f} s, the last at {p100:.0f} s",
+                 fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -375,12 +425,14 @@ def engine_load(
     engine_stats: pd.DataFrame,
     steps: pd.DataFrame | None = None,
     max_num_seqs: int | Mapping[str, int] | None = None,
+    timeline: pd.DataFrame | None = None,
     max_engines: int = 8,
 ) -> Figure:
     """Running batch and KV-cache use per engine over time (each engine its own line; many: the mean)."""
     title = "Inference engines over time"
     if engine_stats is None or engine_stats.empty:
         return _empty(title, "no engine statistics")
+    engine_stats = closed_engine_stats(engine_stats, timeline)
     scale, unit = time_unit(float(engine_stats["time_s"].max()))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
     engines = list(dict.fromkeys(engine_stats["engine"]))
@@ -412,10 +464,12 @@ def engine_load(
         cap = max_num_seqs
     if cap:
         ax1.axhline(cap, color="black", ls=":", lw=0.8)
-        ax1.text(0.0, cap, " max_num_seqs", va="bottom", fontsize=8,
+        ax1.text(0.995, cap, f"max_num_seqs = {cap}", va="bottom", ha="right", fontsize=8,
                  transform=blended_transform_factory(ax1.transAxes, ax1.transData))
         ax1.set_ylim(0, cap * 1.15)
     ax2.axhline(100, color="black", ls=":", lw=0.8)
+    ax2.text(0.995, 100, "KV capacity", va="bottom", ha="right", fontsize=8,
+             transform=blended_transform_factory(ax2.transAxes, ax2.transData))
     ax2.set_ylim(0, 110)
     if steps is not None and not steps.empty:
         for end in steps["end_s"]:
@@ -479,7 +533,7 @@ PLOTS: dict[str, tuple[str, Callable[[RunTables], Figure]]] = {
     "idle": ("idle_by_pool", lambda t: idle_by_pool(t.timeline, t.steps, t.pool_gpus)),
     "staleness": ("staleness", lambda t: staleness_hist(t.samples, t.steps)),
     "tail": ("long_tail", lambda t: long_tail(t.samples, t.steps)),
-    "engines": ("engines", lambda t: engine_load(t.engine_stats, t.steps, t.max_num_seqs)),
+    "engines": ("engines", lambda t: engine_load(t.engine_stats, t.steps, t.max_num_seqs, t.timeline)),
 }
 
 

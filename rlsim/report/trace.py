@@ -45,11 +45,11 @@ def _tokens_by_slice(rows: pd.DataFrame, samples: pd.DataFrame | None) -> dict[i
     out: dict[int, tuple[int, int]] = {}
     if samples is None or samples.empty or "engine" not in samples:
         return out
-    done = samples.dropna(subset=["finished_s"])
+    done = dict(tuple(samples.dropna(subset=["finished_s"]).groupby("engine")))
     for engine, gen in rows[rows["phase"] == "generate"].groupby("gpu_group"):
-        mine = done[done["engine"] == engine].sort_values("finished_s")
-        if mine.empty:
+        if engine not in done:
             continue
+        mine = done[engine].sort_values("finished_s")
         t = mine["finished_s"].to_numpy()
         cum = np.concatenate([[0], np.cumsum(mine["response_tokens"].to_numpy())])
         lo = np.searchsorted(t, gen["start_s"].to_numpy(), side="right")
@@ -78,13 +78,13 @@ def chrome_trace(
     steps: pd.DataFrame | None = None,
     engine_stats: pd.DataFrame | None = None,
     samples: pd.DataFrame | None = None,
-    max_counter_events: int = 400_000,
+    max_counter_events: int = 200_000,
 ) -> dict:
     """Build the trace from result tables (the same tables `rlsim plot` reads back from a run folder)."""
     events: list[dict] = []
-    pools = list(dict.fromkeys(timeline["pool"])) if not timeline.empty else []
+    pools = [str(p) for p in pd.unique(timeline["pool"])] if not timeline.empty else []
     if engine_stats is not None and not engine_stats.empty:
-        pools += [p for p in dict.fromkeys(engine_stats["pool"]) if p not in pools]
+        pools += [str(p) for p in pd.unique(engine_stats["pool"]) if p not in pools]
     pid = {p: i + 1 for i, p in enumerate(pools)}
     tids: dict[tuple[str, str], int] = {}
 
@@ -108,33 +108,38 @@ def chrome_trace(
         tokens = _tokens_by_slice(ordered, samples)
         for (pool, group), rows in ordered.groupby(["pool", "gpu_group"], sort=False):
             lanes = _lanes(rows["start_s"].to_numpy(), rows["end_s"].to_numpy())
-            for lane_no, (idx, r) in zip(lanes, rows.iterrows(), strict=True):
+            cols = (rows.index, rows["phase"], rows["role"], rows["step"], rows["policy_version"], rows["gpus"],
+                    rows["start_s"], rows["end_s"])
+            for lane_no, idx, phase, role, step, version, gpus, start, end in zip(
+                lanes, *(c.tolist() for c in cols), strict=True
+            ):
                 name = group if lane_no == 0 else f"{group} (overlap {lane_no})"
-                ts = _us(r["start_s"])
-                args = {
-                    "role": r["role"],
-                    "step": int(r["step"]),
-                    "policy_version": int(r["policy_version"]),
-                    "gpus": int(r["gpus"]),
-                }
+                ts = _us(start)
+                args = {"role": role, "step": int(step), "policy_version": int(version), "gpus": int(gpus)}
                 if idx in tokens:
                     args["samples_finished"], args["response_tokens_finished"] = tokens[idx]
                 events.append(
                     {
-                        "ph": "X", "name": str(r["phase"]), "cat": str(r["phase"]), "pid": pid[pool],
-                        "tid": thread(pool, name), "ts": ts, "dur": _us(r["end_s"]) - ts, "args": args,
+                        "ph": "X", "name": str(phase), "cat": str(phase), "pid": pid[pool],
+                        "tid": thread(pool, name), "ts": ts, "dur": round(_us(end) - ts, 3), "args": args,
                     }
                 )
 
     if engine_stats is not None and not engine_stats.empty:
         stats = _decimate(engine_stats.sort_values(["engine", "time_s"], kind="stable"), max_counter_events // 2)
-        for r in stats.itertuples(index=False):
-            p, ts = pid[r.pool], _us(r.time_s)
-            kv_pct = 100.0 * r.kv_tokens / r.kv_capacity_tokens if r.kv_capacity_tokens else 0.0
-            events.append({"ph": "C", "name": f"{r.engine} batch", "pid": p, "tid": 0, "ts": ts,
-                           "args": {"running": int(r.running)}})
-            events.append({"ph": "C", "name": f"{r.engine} KV %", "pid": p, "tid": 0, "ts": ts,
-                           "args": {"kv_used_pct": round(kv_pct, 3)}})
+        cap = stats["kv_capacity_tokens"].to_numpy(dtype=float)
+        kv_pct = np.round(100.0 * np.divide(stats["kv_tokens"].to_numpy(dtype=float), cap, out=np.zeros_like(cap),
+                                            where=cap > 0), 3)
+        ts_us = np.round(stats["time_s"].to_numpy(dtype=float) * US, 3)
+        for engine, pool, ts, running, kv in zip(
+            stats["engine"].tolist(), stats["pool"].tolist(), ts_us.tolist(), stats["running"].tolist(),
+            kv_pct.tolist(), strict=True,
+        ):
+            p = pid[pool]
+            events.append({"ph": "C", "name": f"{engine} batch", "pid": p, "tid": 0, "ts": ts,
+                           "args": {"running": int(running)}})
+            events.append({"ph": "C", "name": f"{engine} KV %", "pid": p, "tid": 0, "ts": ts,
+                           "args": {"kv_used_pct": kv}})
 
     if steps is not None and not steps.empty:
         spid = len(pid) + 1
@@ -153,7 +158,7 @@ def chrome_trace(
             args = {k: _plain(v) for k, v in r.items() if k not in ("start_s", "end_s")}
             label = f"step {int(r['step'])}" + (" (warm-up)" if r.get("warmup") else "")
             events.append({"ph": "X", "name": label, "cat": "step", "pid": spid, "tid": tid, "ts": ts,
-                           "dur": _us(r["end_s"]) - ts, "args": args})
+                           "dur": round(_us(r["end_s"]) - ts, 3), "args": args})
 
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"generator": "rlsim"}}
 

@@ -84,12 +84,32 @@ class EngineSpec(Strict):
     )
 
 
+class TrainSpec(Strict):
+    """How a model role trains and runs forward passes (verl actor/critic/ref knob names)."""
+
+    ppo_max_token_len_per_gpu: int = Field(
+        default=16384, gt=0, description="Dynamic-batching token budget of one micro-batch per GPU (verl)"
+    )
+    balance_batch: bool = Field(default=True, description="Equalise tokens across DP ranks (verl trainer.balance_batch)")
+    sharding: Literal["megatron", "fsdp"] = Field(
+        default="megatron",
+        description="megatron: distributed optimizer (optimizer states sharded over DP); fsdp: params, grads "
+        "and optimizer states all sharded",
+    )
+    param_offload: bool = Field(default=False, description="Keep params in host memory outside this role's phases")
+    grad_offload: bool = Field(default=False, description="Keep grads in host memory outside training")
+    optimizer_offload: bool = Field(default=False, description="Keep optimizer states in host memory outside training")
+    activation_checkpointing: bool = True
+    overlap_grad_reduce: bool = Field(default=True, description="Overlap the DP gradient all-reduce with backward")
+
+
 class RoleSpec(Strict):
     pool: str
     model: str = Field(description="Key into `models`")
     gpus: int | None = Field(default=None, gt=0, description="GPUs of the pool this role uses (default: all)")
     parallel: ParallelSpec = Field(default_factory=ParallelSpec)
     engine: EngineSpec | None = Field(default=None, description="Required for the rollout role")
+    train: TrainSpec = Field(default_factory=TrainSpec, description="Training / forward settings")
 
 
 # ---------------------------------------------------------------- algorithm
@@ -101,6 +121,11 @@ class AlgorithmSpec(Strict):
     samples_per_prompt: int = Field(default=1, gt=0, description="verl actor_rollout_ref.rollout.n")
     mini_batches: int = Field(default=1, gt=0, description="Optimizer updates per epoch")
     epochs: int = Field(default=1, gt=0, description="PPO epochs over each batch")
+    rule_reward_s_per_sample: float = Field(
+        default=0.002, ge=0,
+        description="CPU seconds of a rule-based reward per sample, used when there is no reward role (assumed)",
+    )
+    rule_reward_workers: int = Field(default=16, gt=0, description="Parallel CPU reward workers (assumed)")
 
     @property
     def samples_per_step(self) -> int:
@@ -174,7 +199,37 @@ class GenerationOnlySpec(Strict):
     )
 
 
-ScheduleSpec = Annotated[GenerationOnlySpec, Field(discriminator="kind")]
+class HybridFlowSpec(Strict):
+    """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
+
+    `placement` is a shortcut that carves one hardware pool into resource pools (verl's
+    resource_pool_spec): `colocate` puts every role on all its GPUs; `split` puts actor, rollout and
+    reference on one part and critic and reward on the other (NeMo-Aligner style); `standalone`
+    gives the actor (with its rollout engines), critic, reference and reward a part each (OpenRLHF
+    style). `custom` uses the roles' own `pool` fields: roles on one pool time-share it.
+    """
+
+    kind: Literal["hybridflow"]
+    placement: Literal["colocate", "split", "standalone", "custom"] = "colocate"
+    pool: str | None = Field(default=None, description="Hardware pool the shortcut carves (default: the only pool)")
+    placement_gpus: dict[str, int] | None = Field(
+        default=None,
+        description="GPUs per colocated set, keyed by its first role (split: actor, critic; standalone: actor, "
+        "critic, reference, reward); default: an even split",
+    )
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = Field(
+        default="3d-hybrid-engine", description="Train->generate weight reshard method (HybridFlow Table 2)"
+    )
+    switch_overhead_s: float = Field(
+        default=0.45, ge=0,
+        description="Fixed colocated switch cost per step: engine wake-up/KV re-allocation and gc "
+        "(verl: ~450 ms = 150 ms load + 295 ms gc, REFERENCE.md section 4)",
+    )
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
+
+
+ScheduleSpec = Annotated[GenerationOnlySpec | HybridFlowSpec, Field(discriminator="kind")]
 
 
 # ---------------------------------------------------------------- scenario

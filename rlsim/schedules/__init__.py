@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.generation_only import GenerationOnlySchedule
+from rlsim.schedules.hybridflow import HybridFlowSchedule
 
 SCHEDULES: dict[str, type[Schedule]] = {
     "generation-only": GenerationOnlySchedule,
+    "hybridflow": HybridFlowSchedule,
 }
 
 

@@ -16,6 +16,7 @@ class Schedule(ABC):
         self.env = env
         self.step_rows: list[dict] = []
         self.engines: list = []
+        self.requests_done: list = []  # finished generation requests (per-sample outputs)
 
     @property
     def total_steps(self) -> int:

@@ -21,7 +21,6 @@ class GenerationOnlySchedule(Schedule):
         super().__init__(scenario, env)
         register_pools(scenario, env)
         self.engines = build_engines(scenario, env, "rollout")
-        self.requests_done: list[Request] = []
 
     def run(self):
         env, scn = self.env, self.scenario

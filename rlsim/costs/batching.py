@@ -1,0 +1,115 @@
+"""Training and forward passes over a batch of sequences: DP split, dynamic micro-batches, mini-batches.
+
+A pass over a batch is as slow as its slowest data-parallel rank, so how sequences are dealt to
+ranks matters (verl's `balance_batch` equalises tokens per rank; without it ranks take contiguous
+chunks). Within a rank, dynamic batching packs sequences into micro-batches of at most
+`ppo_max_token_len_per_gpu` tokens; their number sets the pipeline bubble.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlsim.costs.training import (
+    BACKWARD_FRACTION,
+    forward_time_breakdown,
+    grad_allreduce_time,
+    train_time_breakdown,
+)
+from rlsim.hardware import HardwareProfile
+from rlsim.model_shapes import ModelShape
+
+# Adam step per parameter: read bf16 param, fp32 grad, master, m, v (18 B); write param, master, m, v (14 B).
+ADAM_STEP_BYTES_PER_PARAM = 32.0
+
+
+def split_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> list[np.ndarray]:
+    """Deal sequences to dp ranks: balanced by tokens (longest first, to the lightest rank) or chunked."""
+    seq_lens = np.asarray(seq_lens)
+    if dp <= 1:
+        return [seq_lens]
+    if not balance:
+        return list(np.array_split(seq_lens, dp))
+    order = np.argsort(-seq_lens, kind="stable")
+    load = np.zeros(dp)
+    owner = np.empty(len(seq_lens), dtype=np.int64)
+    for i in order:
+        r = int(np.argmin(load))
+        owner[i] = r
+        load[r] += seq_lens[i]
+    return [seq_lens[owner == r] for r in range(dp)]
+
+
+def micro_batch_count(rank_tokens: float, token_budget: int) -> int:
+    """Dynamic batching: ceil(tokens / budget) micro-batches (verl's rearrange_micro_batches)."""
+    return max(1, math.ceil(rank_tokens / token_budget))
+
+
+def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool) -> float:
+    """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded)."""
+    params = model.params / (tp * pp) / (dp if sharded else 1)
+    return params * ADAM_STEP_BYTES_PER_PARAM / hw.hbm_bytes_per_s
+
+
+def forward_pass_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    seq_lens: np.ndarray,
+    tp: int,
+    pp: int,
+    dp: int,
+    token_budget: int,
+    balance: bool = True,
+) -> float:
+    """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch."""
+    worst = 0.0
+    for rank in split_across_dp(seq_lens, dp, balance):
+        if len(rank) == 0:
+            continue
+        tokens = float(rank.sum())
+        b = forward_time_breakdown(
+            model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
+            micro_batches=micro_batch_count(tokens, token_budget),
+        )
+        worst = max(worst, b.compute + b.bubble)
+    return worst
+
+
+def train_pass_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    seq_lens: np.ndarray,
+    tp: int,
+    pp: int,
+    dp: int,
+    token_budget: int,
+    mini_batches: int,
+    epochs: int,
+    *,
+    balance: bool = True,
+    overlap_grad_reduce: bool = True,
+    shard_optimizer: bool = True,
+    gpus_per_node: int = 8,
+) -> float:
+    """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank."""
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node)
+    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer)
+    total = 0.0
+    for _ in range(epochs):
+        for mini in np.array_split(np.asarray(seq_lens), mini_batches):
+            worst_busy, worst_compute = 0.0, 0.0
+            for rank in split_across_dp(mini, dp, balance):
+                if len(rank) == 0:
+                    continue
+                tokens = float(rank.sum())
+                b = train_time_breakdown(
+                    model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
+                    micro_batches=micro_batch_count(tokens, token_budget), gpus_per_node=gpus_per_node,
+                )
+                if b.compute + b.bubble > worst_busy:
+                    worst_busy, worst_compute = b.compute + b.bubble, b.compute
+            exposed = max(0.0, comm - BACKWARD_FRACTION * worst_compute) if overlap_grad_reduce else comm
+            total += worst_busy + exposed + opt
+    return total

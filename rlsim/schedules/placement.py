@@ -1,0 +1,250 @@
+"""Placements: which roles share which GPUs (verl resource pools), and whether they fit in memory.
+
+A placement shortcut (`colocate`, `split`, `standalone`) rewrites the scenario: the hardware pool
+is carved into resource pools, one per colocated set, and each role moves to its set's pool with
+all of its GPUs. `custom` keeps the roles' own pools. Roles on one pool time-share it; roles on
+different pools run concurrently. The memory check is HybridFlow's `get_min_alloc` in spirit: a
+colocated set must fit every phase's peak on its GPUs, and the error says how many GPUs it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlsim.costs.memory import forward_memory_per_gpu, training_memory_per_gpu
+from rlsim.costs.resharding import reshard_redundant_bytes_per_gpu
+from rlsim.hardware import load_profile
+from rlsim.scenario.errors import Problem
+from rlsim.scenario.schema import PoolSpec, Scenario
+
+COLOCATED_SETS = {
+    "colocate": [["actor", "rollout", "reference", "critic", "reward"]],
+    "split": [["actor", "rollout", "reference"], ["critic", "reward"]],
+    "standalone": [["actor", "rollout"], ["critic"], ["reference"], ["reward"]],
+}
+TRAINED = ("actor", "critic")
+_GB = 1e9
+
+
+@dataclass(frozen=True)
+class Placement:
+    scenario: Scenario  # pools and roles rewritten for the shortcut
+    sets: dict[str, list[str]]  # resource pool -> roles that time-share it
+
+
+def _base_pool(scn: Scenario) -> str:
+    spec = scn.schedule
+    if spec.pool is not None:
+        return spec.pool
+    return next(iter(scn.cluster.pools))
+
+
+def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
+    """The rewritten scenario and its colocated sets, or the problems that prevent it."""
+    spec = scn.schedule
+    if spec.placement == "custom":
+        sets: dict[str, list[str]] = {}
+        for role, r in scn.roles.items():
+            sets.setdefault(r.pool, []).append(role)
+        return Placement(scn, sets), []
+    problems: list[Problem] = []
+    base = _base_pool(scn)
+    if base not in scn.cluster.pools:
+        return None, [Problem("schedule.pool", f"unknown pool {base!r}")]
+    if spec.pool is None and len(scn.cluster.pools) > 1:
+        problems.append(Problem("schedule.pool", f"placement {spec.placement!r} on a multi-pool cluster needs `pool`"))
+    pool = scn.cluster.pools[base]
+    groups = [[r for r in s if r in scn.roles] for s in COLOCATED_SETS[spec.placement]]
+    groups = [g for g in groups if g]
+    if spec.placement != "colocate" and len(groups) < 2:
+        problems.append(
+            Problem("schedule.placement", f"{spec.placement!r} needs roles for at least two sets, got {groups}")
+        )
+    gpus = _set_gpus(spec.placement_gpus, groups, pool.gpus, problems)
+    if problems:
+        return None, problems
+    new_pools = {name: p for name, p in scn.cluster.pools.items() if name != base}
+    new_roles = dict(scn.roles)
+    sets = {}
+    for group, g in zip(groups, gpus, strict=True):
+        name = base if len(groups) == 1 else f"{base}-{group[0]}"
+        if g % pool.gpus_per_node == 0:
+            sub = PoolSpec(hardware=pool.hardware, nodes=g // pool.gpus_per_node, gpus_per_node=pool.gpus_per_node,
+                           price_usd_per_gpu_hour=pool.price_usd_per_gpu_hour)
+        elif g < pool.gpus_per_node:
+            sub = PoolSpec(hardware=pool.hardware, nodes=1, gpus_per_node=g,
+                           price_usd_per_gpu_hour=pool.price_usd_per_gpu_hour)
+        else:
+            problems.append(Problem(f"schedule.placement_gpus.{group[0]}",
+                                    f"{g} GPUs is not a whole number of {pool.gpus_per_node}-GPU nodes"))
+            continue
+        new_pools[name] = sub
+        sets[name] = group
+        for role in group:
+            new_roles[role] = scn.roles[role].model_copy(update={"pool": name, "gpus": None})
+    if problems:
+        return None, problems
+    cluster = scn.cluster.model_copy(update={"pools": new_pools})
+    # The resolved scenario is an explicit (custom) placement: resolving it again changes nothing.
+    schedule = spec.model_copy(update={"placement": "custom", "pool": None, "placement_gpus": None})
+    resolved = scn.model_copy(update={"cluster": cluster, "roles": new_roles, "schedule": schedule})
+    return Placement(resolved, sets), []
+
+
+def _set_gpus(explicit: dict[str, int] | None, groups: list[list[str]], total: int, problems: list[Problem]) -> list[int]:
+    if explicit is None:
+        if total % len(groups):
+            problems.append(Problem("schedule.placement_gpus", f"{total} GPUs do not split evenly into {len(groups)} "
+                                    "sets; give placement_gpus"))
+            return []
+        return [total // len(groups)] * len(groups)
+    heads = [g[0] for g in groups]
+    unknown = sorted(set(explicit) - set(heads))
+    if unknown:
+        problems.append(Problem("schedule.placement_gpus", f"unknown set(s) {unknown}; sets are named {heads}"))
+    missing = [h for h in heads if h not in explicit]
+    if missing:
+        problems.append(Problem("schedule.placement_gpus", f"missing GPUs for set(s) {missing}"))
+        return []
+    gpus = [explicit[h] for h in heads]
+    if any(g <= 0 for g in gpus):
+        problems.append(Problem("schedule.placement_gpus", f"GPU counts must be > 0, got {gpus}"))
+    if sum(gpus) > total:
+        problems.append(Problem("schedule.placement_gpus", f"sets ask {sum(gpus)} GPUs but the pool has {total}"))
+    return gpus
+
+
+# ---------------------------------------------------------------- memory of colocated sets
+
+
+@dataclass(frozen=True)
+class SetMemory:
+    """Peak bytes per GPU of a colocated set, by phase, and what dominates it."""
+
+    generation: float
+    training: float
+    capacity: float
+    detail: str
+
+    @property
+    def peak(self) -> float:
+        return max(self.generation, self.training)
+
+    @property
+    def fits(self) -> bool:
+        return self.peak <= self.capacity
+
+
+def colocated_memory(scn: Scenario, pool_name: str, roles: list[str], gpus: int, max_seq_tokens: int) -> SetMemory:
+    """Per-GPU memory of roles time-sharing `gpus` GPUs of a pool (params/grads/optimizer stay resident
+    unless offloaded; activations only in the active phase; the rollout engine's share during generation).
+    """
+    pool = scn.cluster.pools[pool_name]
+    hw = load_profile(pool.hardware)
+    resident: dict[str, float] = {}
+    active: dict[str, float] = {}
+    for role in roles:
+        if role == "rollout":
+            continue
+        r = scn.roles[role]
+        model = scn.models[r.model]
+        tp, pp = r.parallel.tp, r.parallel.pp
+        dp = max(1, gpus // (tp * pp))
+        t = r.train
+        micro = max(t.ppo_max_token_len_per_gpu, max_seq_tokens)
+        if role in TRAINED:
+            fsdp = t.sharding == "fsdp"
+            m = training_memory_per_gpu(model, hw, tp, pp, dp, micro, shard_optimizer=True, shard_grads=fsdp,
+                                        shard_params=fsdp, activation_checkpointing=t.activation_checkpointing)
+            keep = (0 if t.param_offload else m.weights) + (0 if t.grad_offload else m.grads)
+            keep += 0 if t.optimizer_offload else m.optimizer
+            resident[role] = keep
+            active[role] = m.weights + m.grads + m.optimizer + m.activations - keep
+        else:
+            m = forward_memory_per_gpu(model, hw, tp, pp, micro)
+            resident[role] = 0 if t.param_offload else m.weights
+            active[role] = m.weights + m.activations - resident[role]
+    states = sum(resident.values())
+    training = states + max(active.values(), default=0.0)
+    generation = states
+    detail = ", ".join(f"{r} {v / _GB:.1f}" for r, v in resident.items())
+    if "rollout" in roles:
+        ro = scn.roles["rollout"]
+        engine = hw.hbm_bytes * ro.engine.gpu_memory_utilization
+        shared = 0.0
+        spec = scn.schedule
+        if "actor" in roles and getattr(spec, "reshard", None) == "3d-hybrid-engine":
+            # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy.
+            shared = min(resident.get("actor", 0.0), scn.models[ro.model].weight_bytes_total / ro.parallel.tp)
+        elif "actor" in roles:
+            actor = scn.roles["actor"]
+            training += reshard_redundant_bytes_per_gpu(
+                spec.reshard, scn.models[ro.model].weight_bytes_total, actor.parallel.tp, actor.parallel.pp,
+                ro.parallel.tp,
+            )
+        generation = states + engine - shared
+        detail += f", rollout engine {engine / _GB:.1f}"
+    return SetMemory(generation, training, hw.hbm_bytes, detail)
+
+
+REQUIRED_ROLES = {
+    "ppo": ("actor", "rollout", "critic"),
+    "grpo": ("actor", "rollout"),
+    "dapo": ("actor", "rollout"),
+    "remax": ("actor", "rollout"),
+    "rloo": ("actor", "rollout"),
+}
+
+
+def hybridflow_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
+    """Roles the algorithm needs, then the placement and its memory."""
+    kind = scn.algorithm.kind
+    if kind not in REQUIRED_ROLES:
+        return [Problem("algorithm.kind", f"the hybridflow schedule trains a policy; {kind!r} is generation only")]
+    missing = [r for r in REQUIRED_ROLES[kind] if r not in scn.roles]
+    if missing:
+        return [Problem("roles", f"{kind} needs role(s) {', '.join(missing)}")]
+    if kind != "ppo" and "critic" in scn.roles:
+        return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
+    return placement_problems(scn, max_seq_tokens)
+
+
+def placement_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
+    """Problems of a hybridflow placement: the shortcut itself, then the memory of each colocated set."""
+    placement, problems = resolve_placement(scn)
+    if placement is None:
+        return problems
+    rs = placement.scenario
+    if scn.schedule.placement != "custom":
+        from rlsim.scenario.checks import check_scenario
+
+        # Roles moved to carved pools: re-check parallelism and memory there, naming the shortcut.
+        shortcut = scn.schedule.placement
+        return [Problem(p.path, f"with placement {shortcut!r}: {p.message}") for p in check_scenario(rs)]
+    for pool_name, roles in placement.sets.items():
+        pool = rs.cluster.pools[pool_name]
+        mem = colocated_memory(rs, pool_name, roles, pool.gpus, max_seq_tokens)
+        if mem.fits:
+            continue
+        need = _min_gpus(rs, pool_name, roles, max_seq_tokens)
+        hint = f"; needs at least {need} GPUs" if need else "; does not fit at any size (offload or shard more)"
+        phase = "generation" if mem.generation >= mem.training else "training"
+        problems.append(Problem(
+            "schedule.placement",
+            f"pool {pool_name!r} ({pool.gpus} x {pool.hardware}): {'+'.join(roles)} need "
+            f"{mem.peak / _GB:.1f} GB per GPU in {phase} (resident: {mem.detail}) > {mem.capacity / _GB:.0f} GB{hint}",
+        ))
+    return problems
+
+
+def _min_gpus(scn: Scenario, pool_name: str, roles: list[str], max_seq_tokens: int, limit: int = 4096) -> int | None:
+    step = 1
+    for role in roles:
+        par = scn.roles[role].parallel
+        step = max(step, par.tp * par.pp)
+    g = step
+    while g <= limit:
+        if colocated_memory(scn, pool_name, roles, g, max_seq_tokens).fits:
+            return g
+        g += step
+    return None
