@@ -44,7 +44,6 @@ def reshard_redundant_bytes_per_gpu(
     method: str, model_bytes: float, train_tp: int, train_pp: int, gen_tp: int, gen_pp: int = 1
 ) -> float:
     """Extra weight memory the generation copy needs on top of the training shard (Table 2, 'redundancy')."""
-    mp = train_tp * train_pp
     if method == "3d-hybrid-engine":
         return 0.0
     if method in ("hybridflow-v", "naive"):

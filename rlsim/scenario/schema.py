@@ -90,7 +90,9 @@ class TrainSpec(Strict):
     ppo_max_token_len_per_gpu: int = Field(
         default=16384, gt=0, description="Dynamic-batching token budget of one micro-batch per GPU (verl)"
     )
-    balance_batch: bool = Field(default=True, description="Equalise tokens across DP ranks (verl trainer.balance_batch)")
+    balance_batch: bool = Field(
+        default=True, description="Equalise tokens across DP ranks (verl trainer.balance_batch)"
+    )
     sharding: Literal["megatron", "fsdp"] = Field(
         default="megatron",
         description="megatron: distributed optimizer (optimizer states sharded over DP); fsdp: params, grads "

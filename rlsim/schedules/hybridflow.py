@@ -13,7 +13,6 @@ import numpy as np
 import simpy
 
 from rlsim.costs.batching import forward_pass_time, train_pass_time
-from rlsim.costs.collectives import ring_bandwidth_bytes_per_s
 from rlsim.costs.offload import offload_time
 from rlsim.costs.resharding import reshard_time, weight_broadcast_time
 from rlsim.engine.fleet import build_engines, register_pools, role_gpus, role_hardware
@@ -212,7 +211,9 @@ class HybridFlowSchedule(Schedule):
                 elif phase == "reward":
                     forwards.append(env.process(self._rule_reward(len(seq), timing)))
             yield env.all_of(forwards)
-            updates = [env.process(self._pass(ph, role, seq, timing)) for ph, role in UPDATE_PHASES if role in scn.roles]
+            updates = [
+                env.process(self._pass(ph, role, seq, timing)) for ph, role in UPDATE_PHASES if role in scn.roles
+            ]
             yield env.all_of(updates)
             env.policy_version += 1
             self.samples_trained.append(len(seq))

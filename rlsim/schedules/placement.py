@@ -91,7 +91,9 @@ def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
     return Placement(resolved, sets), []
 
 
-def _set_gpus(explicit: dict[str, int] | None, groups: list[list[str]], total: int, problems: list[Problem]) -> list[int]:
+def _set_gpus(
+    explicit: dict[str, int] | None, groups: list[list[str]], total: int, problems: list[Problem]
+) -> list[int]:
     if explicit is None:
         if total % len(groups):
             problems.append(Problem("schedule.placement_gpus", f"{total} GPUs do not split evenly into {len(groups)} "
