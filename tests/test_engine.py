@@ -166,11 +166,6 @@ def test_max_num_seqs_one_serialises():
     assert rows(env) == [(0.0, x(9.73))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: admitted_s is set when the prefill completes (== first_token_s), not when the "
-    "request enters the batch and its prefill starts",
-)
 def test_admitted_s_is_when_prefill_starts():
     env, eng = make(max_num_seqs=1)
     a, b = Request(0, 10, 5), Request(1, 20, 3)
@@ -466,11 +461,6 @@ def test_ledger_splits_busy_interval_at_rl_step_change():
     assert df.step.tolist()[1] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: _idle() labels the interval it closes with env.rl_step (the new step) instead of "
-    "the step the interval was opened under (self._busy_step)",
-)
 def test_ledger_interval_closed_by_step_change_keeps_its_step():
     env, _ = _rl_step_change_run()
     assert env.ledger.to_frame().step.tolist() == [0, 1]  # got [1, 1]
@@ -513,12 +503,6 @@ def test_chunked_prefill_piggybacks_on_decode():
     assert a.generated == 30 and b.generated == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: chunked prefill lets the running batch decode `steps` tokens during the prefill "
-    "chunks using a horizon that ignores the KV just reserved for the admitted requests, so KV use "
-    "exceeds the capacity",
-)
 def test_chunked_prefill_respects_kv_capacity():
     env, eng = make(cap=55, max_num_batched_tokens=10, chunked_prefill=True)
     a, b = Request(0, 10, 30), Request(1, 40, 5)

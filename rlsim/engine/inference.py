@@ -224,7 +224,7 @@ class InferenceEngine:
         if self._busy_start is not None:
             self.env.ledger.record(
                 self.name, self.role, "generate", self._busy_start, self.env.now,
-                self.env.rl_step, self.weight_version,
+                self._busy_step, self.weight_version,
             )
             self._busy_start = None
 
@@ -287,8 +287,6 @@ class InferenceEngine:
                 continue
             self.tokens_prefilled += new_tokens
             req.prefilled_tokens += new_tokens
-            if req.admitted_s is None:
-                req.admitted_s = now
             # The prefill pass emits the next token.
             req.generated += 1
             req.version_tokens[self.weight_version] = req.version_tokens.get(self.weight_version, 0) + 1
@@ -363,12 +361,15 @@ class InferenceEngine:
                 continue
             admitted = self._admit()
             if admitted:
+                for req, _, _ in admitted:
+                    if req.admitted_s is None:
+                        req.admitted_s = env.now  # scheduled: its prefill starts now
                 self._busy()
                 self._sample_stats()
                 dt = self._prefill_duration(admitted)
                 if self.settings.chunked_prefill and self.running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
-                    n = self._decode_horizon()
+                    n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))
                     iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / self.settings.max_num_batched_tokens))
                     steps = min(iters, n)
                     c = self._coefficients(len(self.running))
@@ -407,7 +408,7 @@ class InferenceEngine:
                 # Woken early: finish the step in flight, then let the batch change.
                 elapsed = env.now - start
                 k = c.steps_within(s0, elapsed, n) if elapsed > 0 else 0
-                if elapsed > 0 and k < n:
+                if k < n and c.steps_time(s0, k) < elapsed:  # a step is in flight: finish it
                     k += 1
                     end = start + c.steps_time(s0, k)
                     if end > env.now:
@@ -416,17 +417,20 @@ class InferenceEngine:
             self._advance(n)
             self._pop_completions()
 
-    def _decode_horizon(self) -> int:
-        """Steps until the next batch change: the first completion or the step that would overflow KV."""
+    def _decode_horizon(self, reserved: float = 0.0) -> int:
+        """Steps until the next batch change: the first completion or the step that would overflow KV.
+
+        `reserved` is KV already promised to requests whose prefill is in flight (chunked prefill).
+        """
         b = len(self.running)
         self._drop_stale_heap_top()
         n_done = self._heap[0][0] - self._tick
-        free = self.kv_capacity - self.kv_used
+        free = self.kv_capacity - self.kv_used - reserved
         if free < n_done * b and self._cache_tokens:
-            self._evict_cache_until(n_done * b)
-            free = self.kv_capacity - self.kv_used
+            self._evict_cache_until(n_done * b + reserved)
+            free = self.kv_capacity - self.kv_used - reserved
         n_kv = int(free // b)
-        if n_kv <= 0 and b == 1:
+        if n_kv <= 0 and b == 1 and not reserved:
             raise EngineCapacityError(
                 f"{self.name}: one sequence of {self._running_context()} tokens fills the KV cache "
                 f"({self.kv_capacity:.0f} tokens)"

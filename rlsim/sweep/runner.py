@@ -117,7 +117,11 @@ class SerialBackend:
 
     def run(self, fn: PointFn, tasks: Iterable[PointTask]) -> Iterator[tuple[PointTask, dict]]:
         for task in tasks:
-            yield task, fn(task)
+            try:
+                record = fn(task)
+            except Exception as exc:  # as a pool reports a raising point_fn: an error row, not a stop
+                record = error_record(task, f"{type(exc).__name__}: {exc}")
+            yield task, record
 
 
 def _ignore_sigint() -> None:

@@ -1,0 +1,418 @@
+"""Reporting: results folder, Chrome trace, plots, comparison, cost, and the `run`/`plot`/`compare` CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from rlsim.cli import app  # noqa: E402
+from rlsim.report.commands import LazyProgress  # noqa: E402
+from rlsim.report.compare import RunSummary, compare_chart, comparison_table, unique_labels  # noqa: E402
+from rlsim.report.output import CONTRACT_FILES, load_run, summary_rows, write_results  # noqa: E402
+from rlsim.report.plots import (  # noqa: E402
+    PLOTS,
+    RunTables,
+    busy_by_pool,
+    closed_engine_stats,
+    engine_load,
+    gantt,
+    idle_by_pool,
+    long_tail,
+    sample_staleness,
+    staleness_hist,
+    step_breakdown,
+)
+from rlsim.report.trace import chrome_trace, to_chrome_trace  # noqa: E402
+from rlsim.scenario.loader import parse_scenario  # noqa: E402
+from rlsim.simulate import SAMPLE_COLUMNS, simulate  # noqa: E402
+
+TINY: dict[str, Any] = {
+    "name": "tiny-golden",
+    "seed": 7,
+    "steps": 2,
+    "warmup_steps": 1,
+    "cluster": {
+        "pools": {"gen": {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 2, "price_usd_per_gpu_hour": 2.0}}
+    },
+    "models": {"policy": {"preset": "qwen2.5-0.5b"}},
+    "roles": {"rollout": {"pool": "gen", "model": "policy", "parallel": {"tp": 1}, "engine": {"max_num_seqs": 8}}},
+    "algorithm": {"kind": "generate", "prompts_per_step": 4, "samples_per_prompt": 4},
+    "workload": {
+        "prompt_length": {"kind": "uniform", "min": 64, "max": 256},
+        "response_length": {"kind": "lognormal", "mean": 300, "sigma": 0.8, "max": 1024},
+    },
+    "schedule": {"kind": "generation-only"},
+}
+
+
+def tiny(**changes: Any) -> dict:
+    data = copy.deepcopy(TINY)
+    data.update(changes)
+    return data
+
+
+@pytest.fixture(scope="module")
+def result():
+    return simulate(parse_scenario(TINY))
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def synthetic_rl() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A two-pool RL-like timeline (engines + trainer, forward/train/sync) for what schedules will add."""
+    rows, steps, t = [], [], 0.0
+    for k in range(3):
+        gen, train = 10.0 + k, 4.0
+        for e in range(3):
+            rows.append(("rollout", f"rollout-{e}", "rollout", "generate", k, k, t, t + gen - e, 2))
+            rows.append(("rollout", f"rollout-{e}", "rollout", "sync", k, k + 1, t + gen + train, t + gen + train + 1, 2))
+        rows.append(("train", "actor-0", "actor", "forward", k, k, t + gen, t + gen + 1, 4))
+        rows.append(("train", "actor-0", "actor", "train", k, k, t + gen + 1, t + gen + train, 4))
+        rows.append(("train", "actor-0", "actor", "sync", k, k, t + gen + train, t + gen + train + 1, 4))
+        end = t + gen + train + 1
+        steps.append({
+            "step": k, "warmup": k == 0, "start_s": t, "end_s": end, "timing_s/gen": gen,
+            "timing_s/update_actor": train, "timing_s/update_weights": 1.0, "timing_s/step": end - t,
+            "policy_version": k + 1, "staleness/mean": 0.0, "staleness/max": 0,
+        })
+        t = end
+    cols = ["pool", "gpu_group", "role", "phase", "step", "policy_version", "start_s", "end_s", "gpus"]
+    return pd.DataFrame(rows, columns=cols), pd.DataFrame(steps)
+
+
+# ---------------------------------------------------------------- golden summary and relations
+
+
+GOLDEN = {  # computed once for TINY (seed 7); regenerate deliberately if a cost model changes
+    "step_time_s": 3.450612198546799,
+    "simulated_seconds": 6.901224397093598,
+    "throughput_tokens_per_s": 1880.6807681063108,
+    "samples_per_s": 4.636858354218503,
+    "gpu_idle_fraction": 0.2009778056691376,
+    "response_length_mean": 231.21875,
+    "tokens": 12979.0,
+    "num_gpus": 2,
+    "steps": 2,
+    "staleness_mean": 0.0,
+    "staleness_max": 0.0,
+}
+
+
+def test_golden_summary(result):
+    for key, value in GOLDEN.items():
+        assert result.summary[key] == pytest.approx(value, rel=1e-9), key
+
+
+def test_summary_relations(result):
+    s, steps = result.summary, result.steps
+    measured = steps[~steps["warmup"]]
+    window = measured["end_s"].max() - measured["start_s"].min()
+    assert s["simulated_seconds"] == pytest.approx(window)
+    assert s["tokens"] == measured["tokens"].sum()
+    assert s["throughput_tokens_per_s"] == pytest.approx(s["tokens"] / s["simulated_seconds"])
+    assert s["throughput_tokens_per_s_per_gpu"] == pytest.approx(s["throughput_tokens_per_s"] / s["num_gpus"])
+    assert s["step_time_s"] == pytest.approx(measured["timing_s/step"].mean())
+    assert sum(s["busy_fraction_by_phase"].values()) == pytest.approx(1 - s["gpu_idle_fraction"])
+    # Pool price (2 $/GPU-h) overrides the profile's.
+    assert s["gpu_hours"] == pytest.approx(2 * window / 3600)
+    assert s["cost_usd"] == pytest.approx(2 * 2.0 * window / 3600)
+    assert s["cost_per_million_tokens_usd"] == pytest.approx(s["cost_usd"] / (s["tokens"] / 1e6))
+
+
+def test_same_seed_same_tables(result):
+    again = simulate(parse_scenario(TINY))
+    assert again.summary == result.summary
+    pd.testing.assert_frame_equal(again.timeline, result.timeline)
+    pd.testing.assert_frame_equal(again.samples, result.samples)
+
+
+def test_samples_table(result):
+    samples = result.samples
+    assert list(samples.columns) == SAMPLE_COLUMNS
+    assert len(samples) == 3 * 16
+    assert samples["sample_id"].is_unique
+    assert (samples["finished_s"] >= samples["admitted_s"]).all()
+    assert (samples["admitted_s"] >= samples["arrival_s"]).all()
+    per_step = samples.groupby("step")["response_tokens"].sum()
+    assert per_step.tolist() == result.steps["response_tokens"].tolist()
+    assert (samples["oldest_version"] == 0).all() and (samples["newest_version"] == 0).all()
+
+
+def test_progress_callback_called_per_step():
+    calls = []
+    simulate(parse_scenario(TINY), progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_lazy_progress_silent_for_short_runs():
+    with LazyProgress("x", delay_s=60) as bar:
+        for i in range(3):
+            bar(i + 1, 3)
+    assert not bar.shown
+
+
+# ---------------------------------------------------------------- results folder
+
+
+def test_write_results_writes_every_contract_file(result, tmp_path):
+    written = write_results(result, tmp_path)
+    names = {p.name for p in written}
+    for name in [*CONTRACT_FILES, "meta.json", "samples.csv", "engine_stats.csv", "gantt.png"]:
+        assert name in names and (tmp_path / name).is_file(), name
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for key in ("step_time_s", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "samples_per_s",
+                "gpu_idle_fraction", "idle_fraction_by_pool", "busy_fraction_by_phase", "staleness_mean",
+                "staleness_max", "num_gpus", "steps", "cost_per_million_tokens_usd", "cost_per_step_usd"):
+        assert key in summary, key
+    assert summary["cost_per_step_usd"] == pytest.approx(summary["cost_usd"] / summary["steps"])
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert {"rlsim_version", "seed", "wall_time_s", "events", "simulated_time_s"} <= set(meta)
+    assert meta["seed"] == 7 and meta["events"] > 0
+    timeline = pd.read_csv(tmp_path / "timeline.csv")
+    assert list(timeline.columns)[:8] == ["pool", "gpu_group", "role", "phase", "step", "policy_version",
+                                          "start_s", "end_s"]
+    steps = pd.read_csv(tmp_path / "steps.csv")
+    assert {"timing_s/gen", "timing_s/step", "response_length/mean", "response_length/max"} <= set(steps.columns)
+
+
+def test_load_run_round_trip(result, tmp_path):
+    write_results(result, tmp_path, plots=False)
+    summary, tables = load_run(tmp_path)
+    assert summary["step_time_s"] == pytest.approx(result.summary["step_time_s"])
+    assert tables.pool_gpus == {"gen": 2}
+    assert tables.max_num_seqs == {"rollout-0": 8, "rollout-1": 8}
+    assert len(tables.samples) == len(result.samples)
+    assert tables.steps["warmup"].dtype == bool
+
+
+def test_summary_rows_mention_cost_and_phases(result):
+    rows = dict(summary_rows(result))
+    assert "  gen" in rows and "  per step" in rows and "  per million tokens" in rows
+    assert rows["GPU-hours"]
+
+
+# ---------------------------------------------------------------- Chrome / Perfetto trace
+
+
+def check_trace(trace: dict) -> None:
+    """Structural validity as ui.perfetto.dev / chrome://tracing need it."""
+    assert set(trace) >= {"traceEvents", "displayTimeUnit"}
+    events = trace["traceEvents"]
+    assert json.loads(json.dumps(trace, allow_nan=False)) == trace
+    named_pids = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    named_tids = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    by_thread: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            for key in ("ph", "ts", "dur", "pid", "tid", "name"):
+                assert key in e, (key, e)
+            assert e["dur"] >= 0
+            assert e["pid"] in named_pids and (e["pid"], e["tid"]) in named_tids
+            by_thread[(e["pid"], e["tid"])].append(e)
+        elif e["ph"] == "C":
+            assert {"ts", "pid", "name", "args"} <= set(e) and e["pid"] in named_pids
+    for slices in by_thread.values():
+        ts = [e["ts"] for e in slices]
+        assert ts == sorted(ts), "timestamps not monotone on a thread"
+        for a, b in zip(slices, slices[1:], strict=False):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1e-6, "slices overlap on one thread"
+
+
+def test_trace_of_a_run_is_valid(result):
+    trace = to_chrome_trace(result)
+    check_trace(trace)
+    events = trace["traceEvents"]
+    procs = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    threads = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert "pool gen" in procs
+    assert {"rollout-0", "rollout-1"} <= threads
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "generate"]
+    assert len(slices) == len(result.timeline)
+    assert {"step", "policy_version", "gpus"} <= set(slices[0]["args"])
+    # Microseconds: the last slice ends at the run's end.
+    assert max(e["ts"] + e["dur"] for e in slices) == pytest.approx(result.timeline["end_s"].max() * 1e6)
+    assert sum(e["args"]["samples_finished"] for e in slices) == len(result.samples)
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert {"rollout-0 batch", "rollout-0 KV %"} <= counters
+    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "step"]
+    assert [e["name"] for e in steps] == ["step 0 (warm-up)", "step 1", "step 2"]
+
+
+def test_trace_overlapping_intervals_go_to_extra_threads():
+    tl, steps = synthetic_rl()
+    extra = tl.iloc[[0]].assign(phase="reward", start_s=1.0, end_s=3.0)  # overlaps rollout-0's generate
+    trace = chrome_trace(pd.concat([tl, extra], ignore_index=True), steps)
+    check_trace(trace)
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert "rollout-0 (overlap 1)" in threads and "actor-0" in threads
+
+
+# ---------------------------------------------------------------- plots
+
+
+def ytick_labels(fig: Figure, ax_index: int = 0) -> list[str]:
+    return [t.get_text() for t in fig.axes[ax_index].get_yticklabels()]
+
+
+def test_gantt_has_one_lane_per_group(result):
+    fig = gantt(result.timeline, result.steps, result.engine_stats, 8)
+    assert isinstance(fig, Figure)
+    assert ytick_labels(fig) == ["rollout-0", "rollout-1"]
+
+
+def test_gantt_rl_timeline_lanes_and_legend():
+    tl, steps = synthetic_rl()
+    fig = gantt(tl, steps)
+    assert ytick_labels(fig) == ["rollout-0", "rollout-1", "rollout-2", "actor-0"]
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"generate", "forward", "train", "sync", "step end", "weight sync"} <= legend
+
+
+def test_gantt_caps_lanes():
+    tl, steps = synthetic_rl()
+    fig = gantt(tl, steps, max_lanes=2)
+    assert len(ytick_labels(fig)) == 2
+    assert "first 2 of 4" in fig.axes[0].get_title()
+
+
+def test_step_breakdown_and_idle(result):
+    tl, steps = synthetic_rl()
+    fig = step_breakdown(steps)
+    labels = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert {"gen", "update_actor", "update_weights", "step time"} <= labels
+    fig = idle_by_pool(tl, steps, {"rollout": 6, "train": 8})
+    assert ytick_labels(fig) == ["rollout (6 GPUs)", "train (8 GPUs)"]
+    assert isinstance(step_breakdown(result.steps), Figure)
+
+
+def test_busy_by_pool_matches_summary(result):
+    frac = busy_by_pool(result.timeline, result.steps, {"gen": 2})
+    assert frac.loc["gen", "idle"] == pytest.approx(result.summary["idle_fraction_by_pool"]["gen"])
+    assert frac.loc["gen", "generate"] == pytest.approx(result.summary["busy_fraction_by_phase"]["generate"])
+
+
+def test_staleness_zero_and_nonzero(result):
+    assert (sample_staleness(result.samples, result.steps) == 0).all()
+    fig = staleness_hist(result.samples, result.steps)
+    assert "max 0" in fig.axes[0].get_title()
+    stale = result.samples.assign(oldest_version=-1)  # trainer version 0: one version behind
+    assert (sample_staleness(stale, result.steps) == 1).all()
+    assert isinstance(staleness_hist(stale, result.steps), Figure)
+
+
+def test_tail_and_engines(result):
+    fig = long_tail(result.samples, result.steps)
+    assert fig.axes[0].get_ylabel() == "response tokens"
+    fig = engine_load(result.engine_stats, result.steps, 8, result.timeline)
+    assert len(fig.axes) == 2
+    closed = closed_engine_stats(result.engine_stats, result.timeline)
+    last = closed.sort_values("time_s").groupby("engine").tail(1)
+    assert (last["running"] == 0).all()
+
+
+def test_plots_handle_empty_tables():
+    empty = pd.DataFrame()
+    tl, steps = synthetic_rl()
+    for fig in (
+        staleness_hist(empty, steps.iloc[0:0]),
+        long_tail(empty, steps),
+        engine_load(empty),
+        gantt(tl.iloc[0:0]),
+        step_breakdown(steps[["step", "start_s", "end_s"]]),
+    ):
+        assert isinstance(fig, Figure)
+
+
+def test_every_plot_kind_renders(result, tmp_path):
+    from rlsim.report.plots import save_plots
+
+    paths = save_plots(RunTables.from_result(result), tmp_path, fmt="svg")
+    assert len(paths) == len(PLOTS) and all(p.stat().st_size > 0 for p in paths)
+
+
+# ---------------------------------------------------------------- comparison
+
+
+def test_compare_two_scenarios_identical_columns():
+    a = simulate(parse_scenario(TINY))
+    b_data = tiny(name="tiny-b")
+    b_data["cluster"] = {"pools": {"big": {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 4}}}
+    b_data["roles"]["rollout"]["pool"] = "big"
+    b = simulate(parse_scenario(b_data))
+    runs = [RunSummary("tiny-golden", a.summary, a.steps), RunSummary("tiny-b", b.summary, b.steps)]
+    table = comparison_table(runs)
+    assert list(table.index) == ["tiny-golden", "tiny-b"]
+    assert {"idle/gen", "idle/big", "timing_s/gen", "throughput_tokens_per_s", "cost_per_million_tokens_usd",
+            "cost_per_step_usd"} <= set(table.columns)
+    assert table.loc["tiny-golden", "idle/big"] != table.loc["tiny-golden", "idle/big"]  # NaN: no such pool
+    assert table.loc["tiny-b", "num_gpus"] == 4
+    # The same runs in the other order give the same column set.
+    assert list(comparison_table(runs[::-1]).columns) == list(table.columns)
+    assert isinstance(compare_chart(table), Figure)
+
+
+def test_unique_labels():
+    assert unique_labels(["a", "a", "b"], ["x", "y", "z"]) == ["a (x)", "a (y)", "b"]
+    assert unique_labels(["a", "a"], ["x", "x"]) == ["a (x)", "a (x) #2"]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+@pytest.fixture()
+def tiny_yaml(tmp_path) -> Path:
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+def test_cli_run_writes_folder(tiny_yaml, tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["run", str(tiny_yaml), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    for name in [*CONTRACT_FILES, "meta.json", "samples.csv"]:
+        assert (out / name).is_file(), name
+    assert "throughput" in res.output
+
+
+def test_cli_plot_and_compare(tiny_yaml, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "run"
+    assert runner.invoke(app, ["run", str(tiny_yaml), "--out", str(out), "--no-plots"]).exit_code == 0
+    res = runner.invoke(app, ["plot", str(out), "--kind", "gantt", "--format", "svg"])
+    assert res.exit_code == 0, res.output
+    assert (out / "gantt.svg").is_file()
+    res = runner.invoke(app, ["plot", str(out)])
+    assert res.exit_code == 0, res.output
+    assert {f"{stem}.png" for stem, _ in PLOTS.values()} <= {p.name for p in out.iterdir()}
+
+    cmp_dir = tmp_path / "cmp"
+    res = runner.invoke(app, ["compare", str(tiny_yaml), str(out), "--set", "seed=3", "--out", str(cmp_dir)])
+    assert res.exit_code == 0, res.output
+    table = pd.read_csv(cmp_dir / "compare.csv", index_col=0)
+    assert len(table) == 2 and (cmp_dir / "compare.png").is_file()
+    assert table.index[0] != table.index[1]
+
+
+def test_cli_plot_bad_folder(tmp_path):
+    res = CliRunner().invoke(app, ["plot", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
