@@ -68,22 +68,15 @@ def run(
     plots: Annotated[bool, typer.Option(help="Write PNG plots")] = True,
 ) -> None:
     """Simulate a scenario, print a summary table and write the results folder."""
-    from rlsim.report.output import summary_rows, write_results
-    from rlsim.simulate import simulate
+    from rlsim.report.commands import print_summary, simulate_with_progress
+    from rlsim.report.output import write_results
 
     scn = _load(scenario, set_)
-    if seed is not None:
-        scn = scn.model_copy(update={"seed": seed})
-    result = simulate(scn)
+    result = simulate_with_progress(scn, seed=seed)
     out_dir = out or Path("runs") / scn.name
     write_results(result, out_dir, plots=plots)
-    table = Table(title=f"rlsim: {scn.name}", show_header=False)
-    table.add_column("metric", style="bold")
-    table.add_column("value", justify="right")
-    for k, v in summary_rows(result):
-        table.add_row(k, v)
-    console.print(table)
-    console.print(f"results in {out_dir}/ (summary.json, steps.csv, timeline.csv, gantt.png)")
+    print_summary(result)
+    console.print(f"results in {out_dir}/ (summary.json, steps.csv, timeline.csv, samples.csv, trace.json, gantt.png)")
 
 
 @app.command()
@@ -161,6 +154,24 @@ def calibrate(
     if out is not None:
         cal.write_profile(result.profile, out)
         console.print(f"wrote {out}")
+
+
+@app.command()
+def reproduce(
+    name: Annotated[str, typer.Argument(help="What to reproduce: " + ", ".join(["all", "hybridflow-placement"]))],
+    out: Annotated[Path, typer.Option(help="Output folder")] = Path("reproduce"),
+) -> None:
+    """Regenerate a published trade-off from shipped scenarios: DIR/<name>/table.csv and a PNG."""
+    from rlsim.reproduce import REPRODUCTIONS
+
+    names = list(REPRODUCTIONS) if name == "all" else [name]
+    unknown = [n for n in names if n not in REPRODUCTIONS]
+    if unknown:
+        _fail([f"reproduce: unknown name {unknown[0]!r} (known: all, {', '.join(REPRODUCTIONS)})"])
+    for n in names:
+        target = out / n if name == "all" else out
+        console.print(REPRODUCTIONS[n](target), markup=False, highlight=False)
+        console.print(f"wrote {target}/")
 
 
 from rlsim.report.commands import compare_command, plot_command  # noqa: E402

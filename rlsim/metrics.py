@@ -86,5 +86,6 @@ def summarize(scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame) -> dic
     if all(p is not None for p in prices.values()):
         cost = sum(pool_gpus[p] * prices[p] for p in pool_gpus) * window / 3600.0
         summary["cost_usd"] = cost
+        summary["cost_per_step_usd"] = cost / len(measured)
         summary["cost_per_million_tokens_usd"] = cost / (tokens / 1e6) if tokens else float("nan")
     return summary

@@ -44,10 +44,14 @@ TINY: dict[str, Any] = {
     "steps": 2,
     "warmup_steps": 1,
     "cluster": {
-        "pools": {"gen": {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 2, "price_usd_per_gpu_hour": 2.0}}
+        "pools": {
+            "gen": {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 2, "price_usd_per_gpu_hour": 2.0}
+        }
     },
     "models": {"policy": {"preset": "qwen2.5-0.5b"}},
-    "roles": {"rollout": {"pool": "gen", "model": "policy", "parallel": {"tp": 1}, "engine": {"max_num_seqs": 8}}},
+    "roles": {
+        "rollout": {"pool": "gen", "model": "policy", "parallel": {"tp": 1}, "engine": {"max_num_seqs": 8}}
+    },
     "algorithm": {"kind": "generate", "prompts_per_step": 4, "samples_per_prompt": 4},
     "workload": {
         "prompt_length": {"kind": "uniform", "min": 64, "max": 256},
@@ -81,16 +85,38 @@ def synthetic_rl() -> tuple[pd.DataFrame, pd.DataFrame]:
         gen, train = 10.0 + k, 4.0
         for e in range(3):
             rows.append(("rollout", f"rollout-{e}", "rollout", "generate", k, k, t, t + gen - e, 2))
-            rows.append(("rollout", f"rollout-{e}", "rollout", "sync", k, k + 1, t + gen + train, t + gen + train + 1, 2))
+            rows.append(
+                (
+                    "rollout",
+                    f"rollout-{e}",
+                    "rollout",
+                    "sync",
+                    k,
+                    k + 1,
+                    t + gen + train,
+                    t + gen + train + 1,
+                    2,
+                )
+            )
         rows.append(("train", "actor-0", "actor", "forward", k, k, t + gen, t + gen + 1, 4))
         rows.append(("train", "actor-0", "actor", "train", k, k, t + gen + 1, t + gen + train, 4))
         rows.append(("train", "actor-0", "actor", "sync", k, k, t + gen + train, t + gen + train + 1, 4))
         end = t + gen + train + 1
-        steps.append({
-            "step": k, "warmup": k == 0, "start_s": t, "end_s": end, "timing_s/gen": gen,
-            "timing_s/update_actor": train, "timing_s/update_weights": 1.0, "timing_s/step": end - t,
-            "policy_version": k + 1, "staleness/mean": 0.0, "staleness/max": 0,
-        })
+        steps.append(
+            {
+                "step": k,
+                "warmup": k == 0,
+                "start_s": t,
+                "end_s": end,
+                "timing_s/gen": gen,
+                "timing_s/update_actor": train,
+                "timing_s/update_weights": 1.0,
+                "timing_s/step": end - t,
+                "policy_version": k + 1,
+                "staleness/mean": 0.0,
+                "staleness/max": 0,
+            }
+        )
         t = end
     cols = ["pool", "gpu_group", "role", "phase", "step", "policy_version", "start_s", "end_s", "gpus"]
     return pd.DataFrame(rows, columns=cols), pd.DataFrame(steps)
@@ -176,19 +202,41 @@ def test_write_results_writes_every_contract_file(result, tmp_path):
     for name in [*CONTRACT_FILES, "meta.json", "samples.csv", "engine_stats.csv", "gantt.png"]:
         assert name in names and (tmp_path / name).is_file(), name
     summary = json.loads((tmp_path / "summary.json").read_text())
-    for key in ("step_time_s", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "samples_per_s",
-                "gpu_idle_fraction", "idle_fraction_by_pool", "busy_fraction_by_phase", "staleness_mean",
-                "staleness_max", "num_gpus", "steps", "cost_per_million_tokens_usd", "cost_per_step_usd"):
+    for key in (
+        "step_time_s",
+        "throughput_tokens_per_s",
+        "throughput_tokens_per_s_per_gpu",
+        "samples_per_s",
+        "gpu_idle_fraction",
+        "idle_fraction_by_pool",
+        "busy_fraction_by_phase",
+        "staleness_mean",
+        "staleness_max",
+        "num_gpus",
+        "steps",
+        "cost_per_million_tokens_usd",
+        "cost_per_step_usd",
+    ):
         assert key in summary, key
     assert summary["cost_per_step_usd"] == pytest.approx(summary["cost_usd"] / summary["steps"])
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert {"rlsim_version", "seed", "wall_time_s", "events", "simulated_time_s"} <= set(meta)
     assert meta["seed"] == 7 and meta["events"] > 0
     timeline = pd.read_csv(tmp_path / "timeline.csv")
-    assert list(timeline.columns)[:8] == ["pool", "gpu_group", "role", "phase", "step", "policy_version",
-                                          "start_s", "end_s"]
+    assert list(timeline.columns)[:8] == [
+        "pool",
+        "gpu_group",
+        "role",
+        "phase",
+        "step",
+        "policy_version",
+        "start_s",
+        "end_s",
+    ]
     steps = pd.read_csv(tmp_path / "steps.csv")
-    assert {"timing_s/gen", "timing_s/step", "response_length/mean", "response_length/max"} <= set(steps.columns)
+    assert {"timing_s/gen", "timing_s/step", "response_length/mean", "response_length/max"} <= set(
+        steps.columns
+    )
 
 
 def test_load_run_round_trip(result, tmp_path):
@@ -358,8 +406,14 @@ def test_compare_two_scenarios_identical_columns():
     runs = [RunSummary("tiny-golden", a.summary, a.steps), RunSummary("tiny-b", b.summary, b.steps)]
     table = comparison_table(runs)
     assert list(table.index) == ["tiny-golden", "tiny-b"]
-    assert {"idle/gen", "idle/big", "timing_s/gen", "throughput_tokens_per_s", "cost_per_million_tokens_usd",
-            "cost_per_step_usd"} <= set(table.columns)
+    assert {
+        "idle/gen",
+        "idle/big",
+        "timing_s/gen",
+        "throughput_tokens_per_s",
+        "cost_per_million_tokens_usd",
+        "cost_per_step_usd",
+    } <= set(table.columns)
     assert table.loc["tiny-golden", "idle/big"] != table.loc["tiny-golden", "idle/big"]  # NaN: no such pool
     assert table.loc["tiny-b", "num_gpus"] == 4
     # The same runs in the other order give the same column set.

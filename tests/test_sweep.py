@@ -1,4 +1,4 @@
-"""Sweeps: expansion and seeds, identical tables on every backend, resume after a kill, failing points, Pareto."""
+"""Sweeps: expansion, seeds, identical tables on all backends, resume after kills, failing points, Pareto."""
 
 from __future__ import annotations
 
@@ -60,37 +60,56 @@ def test_split_values_respects_brackets_and_quotes():
 
 
 def test_parse_axis_canonical_values_and_errors():
-    assert parse_axis("a.b=1, 02,x,1e-05,[1,2]", "--grid") == ("a.b", ["1", "2", "x", "1.0e-05", "[1, 2]"])
+    # Values read as --set reads them (YAML): `02` is 2, `1e-05` stays a string as in YAML 1.1.
+    assert parse_axis("a.b=1, 02,x,1.5e-05,1e-05,[1,2]", "--grid") == (
+        "a.b",
+        ["1", "2", "x", "1.5e-05", "1e-05", "[1, 2]"],
+    )
     for bad in ("a.b", "=1,2", "a..b=1", "a.b=", "a.b=1,,2", "a.b=[1"):
         with pytest.raises(SweepError) as exc:
             parse_axis(bad, "--grid")
         assert len(exc.value.lines()) == 1 and exc.value.lines()[0].startswith(f"--grid {bad}:")
 
 
-@pytest.mark.parametrize("value", [1, 1.5, 1e-05, 3e20, "h20", "1", "yes", True, None, [1, "a"], {"kind": "fixed"}])
+@pytest.mark.parametrize(
+    "value", [1, 1.5, 1e-05, 3e20, "h20", "1", "yes", True, None, [1, "a"], {"kind": "fixed"}]
+)
 def test_format_value_round_trips(value):
     assert yaml.safe_load(format_value(value)) == value
 
 
 def test_grid_is_cartesian_and_zip_pairs():
-    plan = small_plan(grid=["algorithm.samples_per_prompt=4,8"], zip_=["roles.rollout.parallel.tp=1,2",
-                      "roles.rollout.engine.gpu_memory_utilization=0.4,0.6"], seeds=None)
+    plan = small_plan(
+        grid=["algorithm.samples_per_prompt=4,8"],
+        zip_=["roles.rollout.parallel.tp=1,2", "roles.rollout.engine.gpu_memory_utilization=0.4,0.6"],
+        seeds=None,
+    )
+    spp, tp, mem = (
+        "algorithm.samples_per_prompt",
+        "roles.rollout.parallel.tp",
+        "roles.rollout.engine.gpu_memory_utilization",
+    )
     assert combinations(plan.spec) == [
-        ("algorithm.samples_per_prompt=4", "roles.rollout.parallel.tp=1", "roles.rollout.engine.gpu_memory_utilization=0.4"),
-        ("algorithm.samples_per_prompt=4", "roles.rollout.parallel.tp=2", "roles.rollout.engine.gpu_memory_utilization=0.6"),
-        ("algorithm.samples_per_prompt=8", "roles.rollout.parallel.tp=1", "roles.rollout.engine.gpu_memory_utilization=0.4"),
-        ("algorithm.samples_per_prompt=8", "roles.rollout.parallel.tp=2", "roles.rollout.engine.gpu_memory_utilization=0.6"),
+        (f"{spp}=4", f"{tp}=1", f"{mem}=0.4"),
+        (f"{spp}=4", f"{tp}=2", f"{mem}=0.6"),
+        (f"{spp}=8", f"{tp}=1", f"{mem}=0.4"),
+        (f"{spp}=8", f"{tp}=2", f"{mem}=0.6"),
     ]
     assert [p.index for p in plan.points] == [0, 1, 2, 3]
-    assert plan.points[1].params == {"algorithm.samples_per_prompt": 4, "roles.rollout.parallel.tp": 2,
-                                     "roles.rollout.engine.gpu_memory_utilization": 0.6}
+    assert plan.points[1].params == {
+        "algorithm.samples_per_prompt": 4,
+        "roles.rollout.parallel.tp": 2,
+        "roles.rollout.engine.gpu_memory_utilization": 0.6,
+    }
 
 
 def test_zip_lengths_must_match_and_keys_once():
     with pytest.raises(SweepError) as exc:
         small_plan(zip_=["algorithm.samples_per_prompt=4,8", "roles.rollout.parallel.tp=1"], grid=[])
-    assert exc.value.lines() == ["--zip: the zipped lists must have the same length, got "
-                                 "algorithm.samples_per_prompt (2), roles.rollout.parallel.tp (1)"]
+    assert exc.value.lines() == [
+        "--zip: the zipped lists must have the same length, got "
+        "algorithm.samples_per_prompt (2), roles.rollout.parallel.tp (1)"
+    ]
     with pytest.raises(SweepError) as exc:
         small_plan(grid=["steps=1,2"], zip_=["steps=3,4"])
     assert "steps is swept twice" in exc.value.lines()[0]
@@ -121,13 +140,20 @@ def test_point_ids_stable_and_independent_of_grid_order():
 
 def test_sweep_file_and_command_line_merge(tmp_path):
     sweep = tmp_path / "sweep.yaml"
-    sweep.write_text(yaml.safe_dump({
-        "scenario": os.path.relpath(QUICKSTART, tmp_path),
-        "grid": {"algorithm.samples_per_prompt": [4, 8]},
-        "zip": {"roles.rollout.parallel.tp": [1, 2], "roles.rollout.engine.gpu_memory_utilization": [0.4, 0.6]},
-        "seeds": 2,
-        "set": SMALL,
-    }))
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "scenario": os.path.relpath(QUICKSTART, tmp_path),
+                "grid": {"algorithm.samples_per_prompt": [4, 8]},
+                "zip": {
+                    "roles.rollout.parallel.tp": [1, 2],
+                    "roles.rollout.engine.gpu_memory_utilization": [0.4, 0.6],
+                },
+                "seeds": 2,
+                "set": SMALL,
+            }
+        )
+    )
     plan = plan_sweep(sweep)
     assert plan.spec.scenario.resolve() == QUICKSTART and len(plan.points) == 8
     plan = plan_sweep(sweep, grid=["algorithm.samples_per_prompt=2,4,6"], seeds=1)
@@ -135,14 +161,29 @@ def test_sweep_file_and_command_line_merge(tmp_path):
     sweep.write_text("scenario: x.yaml\ngrd: {a: [1]}\nseeds: 0\n")
     with pytest.raises(SweepError) as exc:
         plan_sweep(sweep)
-    assert exc.value.lines() == [f"{sweep}: grd: unknown key (expected one of scenario, grid, zip, seeds, set)",
-                                 f"{sweep}: seeds: expected an integer >= 1, got 0"]
+    assert exc.value.lines() == [
+        f"{sweep}: grd: unknown key (expected one of scenario, grid, zip, seeds, set)",
+        f"{sweep}: seeds: expected an integer >= 1, got 0",
+    ]
 
 
 def test_bad_input_exit_2_one_line_each_nothing_run(tmp_path):
     out = tmp_path / "out"
-    res = cli.invoke(app, ["sweep", str(QUICKSTART), "--grid", "algorithm.samples_per_promptt=4,8",
-                           "--grid", "roles.rollout.paralel.tp=1,2", "--set", "steps=0", "--out", str(out)])
+    res = cli.invoke(
+        app,
+        [
+            "sweep",
+            str(QUICKSTART),
+            "--grid",
+            "algorithm.samples_per_promptt=4,8",
+            "--grid",
+            "roles.rollout.paralel.tp=1,2",
+            "--set",
+            "steps=0",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 2, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert lines == [
@@ -150,8 +191,10 @@ def test_bad_input_exit_2_one_line_each_nothing_run(tmp_path):
         f"{QUICKSTART}: --grid roles.rollout.paralel.tp: roles.rollout.paralel: unknown key",
         f"{QUICKSTART}: --grid algorithm.samples_per_promptt: algorithm.samples_per_promptt: unknown key",
     ]
-    res = cli.invoke(app, ["sweep", str(QUICKSTART), "--grid", "steps", "--zip", "a=1,2", "--zip", "b=1",
-                           "--out", str(out)])
+    res = cli.invoke(
+        app,
+        ["sweep", str(QUICKSTART), "--grid", "steps", "--zip", "a=1,2", "--zip", "b=1", "--out", str(out)],
+    )
     assert res.exit_code == 2
     assert [ln for ln in res.output.splitlines() if ln.strip()] == [
         "--grid steps: expected --grid dotted.path=v1,v2,...",
@@ -188,11 +231,19 @@ def test_serial_table_shape(serial_sweep):
     out, outcome = serial_sweep
     df = load_results(out)
     assert outcome.ran == outcome.total == len(df) == 8 and outcome.failed == 0
-    assert list(df.columns[:6]) == ["point", "point_id", "replicate", "seed", "algorithm.samples_per_prompt",
-                                     "roles.rollout.parallel.tp"]
+    assert list(df.columns[:6]) == [
+        "point",
+        "point_id",
+        "replicate",
+        "seed",
+        "algorithm.samples_per_prompt",
+        "roles.rollout.parallel.tp",
+    ]
     assert df.columns[-1] == "error" and df["error"].isna().all()
-    assert list(df["point"]) == list(range(8)) and df.attrs["params"] == ["algorithm.samples_per_prompt",
-                                                                          "roles.rollout.parallel.tp"]
+    assert list(df["point"]) == list(range(8)) and df.attrs["params"] == [
+        "algorithm.samples_per_prompt",
+        "roles.rollout.parallel.tp",
+    ]
     assert len(list((out / "points").glob("*.json"))) == 8
 
 
@@ -226,27 +277,42 @@ def _explode_on_point_2(task: PointTask) -> dict:
 
 def test_failing_points_are_isolated_reported_and_retried(tmp_path, monkeypatch):
     # tp=3 validates as a value but is infeasible on 8-GPU nodes: those points fail, the others run.
-    res = cli.invoke(app, ["sweep", str(QUICKSTART), "--set", SMALL[0], "--grid", "roles.rollout.parallel.tp=1,3,2",
-                           "--backend", "serial", "--out", str(tmp_path), "--no-progress"])
+    res = cli.invoke(
+        app,
+        [
+            "sweep",
+            str(QUICKSTART),
+            "--set",
+            SMALL[0],
+            "--grid",
+            "roles.rollout.parallel.tp=1,3,2",
+            "--backend",
+            "serial",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ],
+    )
     assert res.exit_code == 1, res.output
     assert "failed: " in res.output and "must divide gpus_per_node (8), got 3" in res.output
     df = load_results(tmp_path)
     assert list(df["roles.rollout.parallel.tp"]) == [1, 3, 2]
     assert df["error"].notna().tolist() == [False, True, False]
-    assert df.loc[1, "error"] == f"{QUICKSTART}: roles.rollout.parallel.tp: must divide gpus_per_node (8), got 3"
+    assert (
+        df.loc[1, "error"] == f"{QUICKSTART}: roles.rollout.parallel.tp: must divide gpus_per_node (8), got 3"
+    )
     assert df.loc[[0, 2], "throughput_tokens_per_s"].notna().all()
     record = json.loads((tmp_path / "points" / f"{df.loc[1, 'point_id']}.json").read_text())
     assert record["error"] and record["overrides"] == [SMALL[0], "roles.rollout.parallel.tp=3"]
     # Failed points are retried on the next run, done ones are not.
     plan = plan_sweep(QUICKSTART, grid=["roles.rollout.parallel.tp=1,3,2"], sets=SMALL)
     assert (lambda o: (o.skipped, o.ran, o.failed))(run_sweep(plan, tmp_path, backend="serial")) == (2, 1, 1)
-    # An exception raised while simulating is a record too, with its traceback in the point file.
-    import rlsim.simulate
 
+    # An exception raised while simulating is a record too, with its traceback in the point file.
     def broken(scenario, seed=None):
         raise ValueError("no engine fits")
 
-    monkeypatch.setattr(rlsim.simulate, "simulate", broken)
+    monkeypatch.setattr(sys.modules["rlsim.simulate"], "simulate", broken)
     record = run_point(tasks_for(plan)[0])
     assert record["error"] == "ValueError: no engine fits" and "Traceback" in record["traceback"]
     monkeypatch.undo()
@@ -270,12 +336,32 @@ def test_store_writes_atomically_and_cleans_dead_tmp(tmp_path):
 # ---------------------------------------------------------------- interruptions
 
 
-LONG_SWEEP = ["--grid", "algorithm.samples_per_prompt=4,6,8,10", "--seeds", "10", "--set", "algorithm.prompts_per_step=64"]
+LONG_SWEEP = [
+    "--grid",
+    "algorithm.samples_per_prompt=4,6,8,10",
+    "--seeds",
+    "10",
+    "--set",
+    "algorithm.prompts_per_step=64",
+]
 
 
 def _start_sweep(out: Path, backend: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "rlsim.cli", "sweep", str(QUICKSTART), *LONG_SWEEP, "--backend", backend,
-           "--workers", "2", "--out", str(out), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlsim.cli",
+        "sweep",
+        str(QUICKSTART),
+        *LONG_SWEEP,
+        "--backend",
+        backend,
+        "--workers",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
@@ -345,8 +431,11 @@ def _brute_front(xs, ys, maximize):
     sx = [v if maximize[0] else -v for v in xs]
     sy = [v if maximize[1] else -v for v in ys]
     return {
-        i for i in range(len(xs))
-        if not any(sx[j] >= sx[i] and sy[j] >= sy[i] and (sx[j] > sx[i] or sy[j] > sy[i]) for j in range(len(xs)))
+        i
+        for i in range(len(xs))
+        if not any(
+            sx[j] >= sx[i] and sy[j] >= sy[i] and (sx[j] > sx[i] or sy[j] > sy[i]) for j in range(len(xs))
+        )
     }
 
 
@@ -363,11 +452,13 @@ def test_pareto_front_matches_brute_force(points, maximize):
 
 
 def test_pareto_front_throughput_vs_staleness():
-    df = pd.DataFrame({
-        "throughput": [10, 20, 30, 25, 30, 5, np.nan],
-        "staleness": [0, 1, 2, 3, 2, 0, 0],
-        "error": [None, None, None, None, None, None, None],
-    })
+    df = pd.DataFrame(
+        {
+            "throughput": [10, 20, 30, 25, 30, 5, np.nan],
+            "staleness": [0, 1, 2, 3, 2, 0, 0],
+            "error": [None, None, None, None, None, None, None],
+        }
+    )
     front = pareto_front(df, "throughput", "staleness")  # more throughput, less staleness
     assert list(front.index) == [0, 1, 2, 4]  # 3 is beaten by 2, 5 by 0, the NaN row is left out
     df.loc[0, "error"] = "failed"
@@ -377,7 +468,9 @@ def test_pareto_front_throughput_vs_staleness():
 def test_plots_and_plot_sweep_command(serial_sweep, tmp_path):
     out, _ = serial_sweep
     df = load_results(out)
-    fig = plot_sweep(df, "algorithm.samples_per_prompt", "throughput_tokens_per_s", hue="roles.rollout.parallel.tp")
+    fig = plot_sweep(
+        df, "algorithm.samples_per_prompt", "throughput_tokens_per_s", hue="roles.rollout.parallel.tp"
+    )
     assert isinstance(fig, Figure) and len(fig.axes[0].get_legend().get_texts()) == 2
     assert "mean over seeds" in fig.axes[0].get_title()
     fig = plot_pareto(df, "throughput_tokens_per_s", "gpu_idle_fraction", maximize=(True, False))
@@ -385,12 +478,37 @@ def test_plots_and_plot_sweep_command(serial_sweep, tmp_path):
     with pytest.raises(KeyError):
         plot_sweep(df, "nope", "throughput_tokens_per_s")
     png = tmp_path / "t.png"
-    res = cli.invoke(app, ["plot-sweep", str(out), "--x", "algorithm.samples_per_prompt", "--y",
-                           "throughput_tokens_per_s", "--hue", "roles.rollout.parallel.tp", "--out", str(png)])
+    res = cli.invoke(
+        app,
+        [
+            "plot-sweep",
+            str(out),
+            "--x",
+            "algorithm.samples_per_prompt",
+            "--y",
+            "throughput_tokens_per_s",
+            "--hue",
+            "roles.rollout.parallel.tp",
+            "--out",
+            str(png),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert png.read_bytes()[:4] == b"\x89PNG"
-    res = cli.invoke(app, ["plot-sweep", str(out), "--x", "throughput_tokens_per_s", "--y", "gpu_idle_fraction",
-                           "--pareto", "--out", str(tmp_path / "p.png")])
+    res = cli.invoke(
+        app,
+        [
+            "plot-sweep",
+            str(out),
+            "--x",
+            "throughput_tokens_per_s",
+            "--y",
+            "gpu_idle_fraction",
+            "--pareto",
+            "--out",
+            str(tmp_path / "p.png"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "Pareto front" in res.output and (tmp_path / "p.png").exists()
     res = cli.invoke(app, ["plot-sweep", str(out), "--x", "nope", "--y", "throughput_tokens_per_s"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rlsim.costs.memory import kv_capacity_tokens
 from rlsim.engine.environment import SimEnvironment
 from rlsim.engine.inference import InferenceEngine
-from rlsim.hardware import HardwareProfile, load_profile
+from rlsim.hardware import HardwareProfile
 from rlsim.scenario.schema import RoleSpec, Scenario
 
 
@@ -14,7 +14,7 @@ def role_gpus(scn: Scenario, role: RoleSpec) -> int:
 
 
 def role_hardware(scn: Scenario, role: RoleSpec) -> HardwareProfile:
-    return load_profile(scn.cluster.pools[role.pool].hardware)
+    return scn.cluster.pools[role.pool].profile()
 
 
 def register_pools(scn: Scenario, env: SimEnvironment) -> None:

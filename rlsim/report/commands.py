@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 console = Console()
@@ -50,8 +50,13 @@ class LazyProgress:
             if self._closed or self._progress is not None:
                 return
             self._progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("steps"), TimeElapsedColumn(), console=self.console, transient=True,
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("steps"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
             )
             self._progress.start()
             self._task = self._progress.add_task(self.label, total=self._total, completed=self._done)
@@ -118,7 +123,7 @@ def plot_command(
     fmt: Annotated[PlotFormat, typer.Option("--format", "-f", help="Image format")] = PlotFormat.png,
     out: Annotated[Path | None, typer.Option(help="Folder for the images (default: RUN_DIR)")] = None,
 ) -> None:
-    """Draw plots from a results folder: Gantt, step breakdown, idle by pool, staleness, long tail, engines."""
+    """Draw plots from a results folder: Gantt, step breakdown, idle, staleness, long tail, engines."""
     from rlsim.report.output import load_run
     from rlsim.report.plots import save_plots
 
@@ -152,21 +157,31 @@ def _load_or_run(item: str, overrides: list[str] | None, seed: int | None):
 
 
 def compare_command(
-    inputs: Annotated[list[str], typer.Argument(help="Scenario YAMLs (or shipped names) and/or results folders")],
+    inputs: Annotated[
+        list[str], typer.Argument(help="Scenario YAMLs (or shipped names) and/or results folders")
+    ],
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", "-s", help="Override applied to every scenario: dotted.path=value (repeatable)"),
+        typer.Option(
+            "--set", "-s", help="Override applied to every scenario: dotted.path=value (repeatable)"
+        ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Override every scenario's seed")] = None,
-    out: Annotated[Path, typer.Option(help="Folder for compare.csv, compare.png and each run's results")] = Path(
-        "runs/compare"
-    ),
+    out: Annotated[
+        Path, typer.Option(help="Folder for compare.csv, compare.png and each run's results")
+    ] = Path("runs/compare"),
     plots: Annotated[bool, typer.Option(help="Write compare.png")] = True,
 ) -> None:
     """Run (or load) several scenarios and show them side by side: throughput, step time, idle, cost."""
     import matplotlib.pyplot as plt
 
-    from rlsim.report.compare import compare_chart, comparison_table, format_value, unique_labels
+    from rlsim.report.compare import (
+        compare_chart,
+        comparison_table,
+        display_label,
+        format_value,
+        unique_labels,
+    )
     from rlsim.report.output import write_results
 
     runs, results = [], []
@@ -178,7 +193,8 @@ def compare_command(
             raise typer.Exit(2) from None
         runs.append(run)
         results.append(result)
-    labels = unique_labels([r.label for r in runs], [Path(i).stem or i for i in inputs])
+    fallbacks = [f"{Path(i).name}/" if Path(i).is_dir() else Path(i).name for i in inputs]
+    labels = unique_labels([r.label for r in runs], fallbacks)
     for run, label in zip(runs, labels, strict=True):
         run.label = label
     out.mkdir(parents=True, exist_ok=True)
@@ -189,11 +205,14 @@ def compare_command(
     table = comparison_table(runs)
     table.to_csv(out / "compare.csv")
     view = Table(title="rlsim compare")
-    view.add_column("metric", style="bold")
+    view.add_column("metric", style="bold", no_wrap=True)
     for label in table.index:
-        view.add_column(label, justify="right")
+        view.add_column(label, justify="right", overflow="fold")
     for col in table.columns:
-        view.add_row(col, *(format_value(col, v) for v in table[col]))
+        label = display_label(col)
+        view.add_row(
+            label, *(format_value(col, v) for v in table[col]), style="dim" if label[0] == " " else None
+        )
     console.print(view)
     written = [out / "compare.csv"]
     if plots:

@@ -176,8 +176,12 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         ("GPU idle (cluster)", f"{s['gpu_idle_fraction']:.1%}"),
     ]
     for pool, idle in s["idle_fraction_by_pool"].items():
-        rows.append((f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}",
-                     f"{idle:.1%}"))
+        rows.append(
+            (
+                f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}",
+                f"{idle:.1%}",
+            )
+        )
     for phase, frac in s["busy_fraction_by_phase"].items():
         rows.append((f"  busy: {phase}", f"{frac:.1%}"))
     rows.append(("staleness mean / max", f"{s['staleness_mean']:.2f} / {s['staleness_max']:.0f}"))
@@ -191,6 +195,9 @@ def summary_rows(result: Result) -> list[tuple[str, str]]:
         rows.append(("cost", "n/a (set price_usd_per_gpu_hour on every pool)"))
     m = result.meta
     rows.append(
-        ("simulated / wall", f"{m['simulated_time_s']:,.1f} s / {m['wall_time_s']:.2f} s ({m['events']:,} events)")
+        (
+            "simulated / wall",
+            f"{m['simulated_time_s']:,.1f} s / {m['wall_time_s']:.2f} s ({m['events']:,} events)",
+        )
     )
     return rows

@@ -104,8 +104,11 @@ def _group_order(timeline: pd.DataFrame, engine_stats: pd.DataFrame | None = Non
     """(pool, group) lanes: pools in order of first use, non-engine groups (trainers) before engines."""
     pairs = list(dict.fromkeys(zip(timeline["pool"], timeline["gpu_group"], strict=True)))
     if engine_stats is not None and not engine_stats.empty:
-        pairs += [p for p in dict.fromkeys(zip(engine_stats["pool"], engine_stats["engine"], strict=True))
-                  if p not in pairs]
+        pairs += [
+            p
+            for p in dict.fromkeys(zip(engine_stats["pool"], engine_stats["engine"], strict=True))
+            if p not in pairs
+        ]
     pool_rank = {p: i for i, p in enumerate(dict.fromkeys(p for p, _ in pairs))}
     engines = set(engine_stats["engine"]) if engine_stats is not None and not engine_stats.empty else set()
 
@@ -128,14 +131,16 @@ def closed_engine_stats(engine_stats: pd.DataFrame, timeline: pd.DataFrame | Non
         return engine_stats
     engines = engine_stats.drop_duplicates("engine").set_index("engine")
     ends = timeline[timeline["gpu_group"].isin(engines.index)][["gpu_group", "end_s"]]
-    extra = pd.DataFrame({
-        "engine": ends["gpu_group"].to_numpy(),
-        "pool": engines.loc[ends["gpu_group"], "pool"].to_numpy(),
-        "time_s": ends["end_s"].to_numpy(),
-        "running": 0,
-        "kv_tokens": np.nan,
-        "kv_capacity_tokens": engines.loc[ends["gpu_group"], "kv_capacity_tokens"].to_numpy(),
-    })
+    extra = pd.DataFrame(
+        {
+            "engine": ends["gpu_group"].to_numpy(),
+            "pool": engines.loc[ends["gpu_group"], "pool"].to_numpy(),
+            "time_s": ends["end_s"].to_numpy(),
+            "running": 0,
+            "kv_tokens": np.nan,
+            "kv_capacity_tokens": engines.loc[ends["gpu_group"], "kv_capacity_tokens"].to_numpy(),
+        }
+    )
     both = pd.concat([extra, engine_stats[extra.columns]], ignore_index=True)
     both = both.sort_values(["engine", "time_s"], kind="stable").reset_index(drop=True)
     both["kv_tokens"] = both.groupby("engine")["kv_tokens"].ffill().fillna(0.0)
@@ -174,8 +179,13 @@ def gantt(
     for (phase, g), rows in tl.groupby(["phase", "gpu_group"]):
         spans = list(zip(rows["start_s"] / scale, (rows["end_s"] - rows["start_s"]) / scale, strict=True))
         faded = phase == "generate" and g in engines  # the fill below shows the batch
-        ax.broken_barh(spans, (lane[g] - 0.4, 0.8), facecolors=phase_color(str(phase)),
-                       alpha=0.3 if faded else 1.0, linewidth=0)
+        ax.broken_barh(
+            spans,
+            (lane[g] - 0.4, 0.8),
+            facecolors=phase_color(str(phase)),
+            alpha=0.3 if faded else 1.0,
+            linewidth=0,
+        )
     caps = []
     if occupancy:
         stats = closed_engine_stats(engine_stats[engine_stats["engine"].isin(shown)], tl)
@@ -185,28 +195,61 @@ def gantt(
             caps.append(cap)
             frac = np.clip(st["running"].to_numpy() / cap, 0, 1)
             base = lane[eng] + 0.4
-            ax.fill_between(st["time_s"].to_numpy() / scale, base, base - 0.8 * frac, step="post",
-                            color=phase_color("generate"), linewidth=0)
+            ax.fill_between(
+                st["time_s"].to_numpy() / scale,
+                base,
+                base - 0.8 * frac,
+                step="post",
+                color=phase_color("generate"),
+                linewidth=0,
+                rasterized=len(stats) > 20_000,  # keep SVGs of long runs small
+            )
 
     if steps is not None and not steps.empty:
         top = blended_transform_factory(ax.transData, ax.transAxes)
         if "warmup" in steps and steps["warmup"].astype(bool).any():
             w = steps[steps["warmup"].astype(bool)]
-            ax.axvspan(w["start_s"].min() / scale, w["end_s"].max() / scale, color="#999999", alpha=0.12, lw=0)
-            ax.text(w["start_s"].min() / scale, 1.005, "warm-up", transform=top, fontsize=7, color="#555555",
-                    va="bottom")
+            ax.axvspan(
+                w["start_s"].min() / scale, w["end_s"].max() / scale, color="#999999", alpha=0.12, lw=0
+            )
+            ax.text(
+                w["start_s"].min() / scale,
+                1.005,
+                "warm-up",
+                transform=top,
+                fontsize=7,
+                color="#555555",
+                va="bottom",
+            )
         for end in steps["end_s"]:
             ax.axvline(end / scale, color="black", lw=0.7, ls="--", alpha=0.55)
         every = max(1, int(np.ceil(len(steps) / 16)))
         for i, r in enumerate(steps.itertuples(index=False)):
             if i % every == 0 and not (getattr(r, "warmup", False)):
-                ax.text((r.start_s + r.end_s) / 2 / scale, 1.005, f"step {r.step}", transform=top,
-                        ha="center", va="bottom", fontsize=7, color="#333333")
+                ax.text(
+                    (r.start_s + r.end_s) / 2 / scale,
+                    1.005,
+                    f"step {r.step}",
+                    transform=top,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="#333333",
+                )
     syncs = tl[tl["phase"] == "sync"]
     if not syncs.empty:  # one mark per weight update on the top edge (the sync bars are in the lanes)
         starts = np.unique(np.round(syncs["start_s"].to_numpy() / scale, 6))
-        ax.plot(starts, np.ones_like(starts), ls="", marker="v", color=phase_color("sync"), ms=5, zorder=5,
-                clip_on=False, transform=blended_transform_factory(ax.transData, ax.transAxes))
+        ax.plot(
+            starts,
+            np.ones_like(starts),
+            ls="",
+            marker="v",
+            color=phase_color("sync"),
+            ms=5,
+            zorder=5,
+            clip_on=False,
+            transform=blended_transform_factory(ax.transData, ax.transAxes),
+        )
 
     labels = [g for _, g in lanes]
     ax.set_yticks(range(len(lanes)), labels, fontsize=8 if len(lanes) <= 24 else 6)
@@ -219,8 +262,16 @@ def gantt(
             idx = [i for i, (p, _) in enumerate(lanes) if p == pool]
             if idx[0] > 0:
                 ax.axhline(idx[0] - 0.5, color="#444444", lw=0.8)
-            ax.text(1.005, (idx[0] + idx[-1]) / 2, f"pool {pool}", transform=right, rotation=-90,
-                    ha="left", va="center", fontsize=8)
+            ax.text(
+                1.005,
+                (idx[0] + idx[-1]) / 2,
+                f"pool {pool}",
+                transform=right,
+                rotation=-90,
+                ha="left",
+                va="center",
+                fontsize=8,
+            )
     ax.set_xlabel(f"simulated time ({unit})")
     ax.set_ylabel("GPU group")
     name = title or "GPU activity by group"
@@ -243,8 +294,14 @@ def gantt(
         handles.append(Line2D([], [], color=phase_color("sync"), marker="v", ls="", label="weight sync"))
     height = fig.get_figheight()
     rows_needed = int(np.ceil(len(handles) / 8))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 8), fontsize=8, frameon=False,
-               borderaxespad=0.2)
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        ncol=min(len(handles), 8),
+        fontsize=8,
+        frameon=False,
+        borderaxespad=0.2,
+    )
     fig.tight_layout(rect=(0, 0.22 * rows_needed / height, 1, 1))
     return fig
 
@@ -262,7 +319,9 @@ def step_breakdown(steps: pd.DataFrame) -> Figure:
         vals = steps[c].fillna(0.0).to_numpy(dtype=float)
         if not vals.any():
             continue
-        bars = ax.bar(x, vals, bottom=bottom, color=timing_color(c), label=c.removeprefix("timing_s/"), width=0.75)
+        bars = ax.bar(
+            x, vals, bottom=bottom, color=timing_color(c), label=c.removeprefix("timing_s/"), width=0.75
+        )
         for b, w in zip(bars, warm, strict=True):
             if w:
                 b.set_alpha(0.4)
@@ -273,8 +332,11 @@ def step_breakdown(steps: pd.DataFrame) -> Figure:
     ax.set_ylabel("seconds")
     ax.set_xticks(x if len(x) <= 30 else x[:: int(np.ceil(len(x) / 30))])
     measured = _measured(steps)
-    ax.set_title(f"Step time breakdown (mean step {measured['timing_s/step'].mean():.1f} s)"
-                 if "timing_s/step" in steps else "Step time breakdown")
+    ax.set_title(
+        f"Step time breakdown (mean step {measured['timing_s/step'].mean():.1f} s)"
+        if "timing_s/step" in steps
+        else "Step time breakdown"
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
@@ -294,7 +356,9 @@ def busy_by_pool(
     t0, t1 = measured_window(steps) if "warmup" in steps else (steps["start_s"].min(), steps["end_s"].max())
     window = t1 - t0
     busy = clip_to_window(timeline, t0, t1) if window > 0 else timeline.iloc[0:0].assign(gpu_seconds=0.0)
-    table = busy.pivot_table(index="pool", columns="phase", values="gpu_seconds", aggfunc="sum", fill_value=0.0)
+    table = busy.pivot_table(
+        index="pool", columns="phase", values="gpu_seconds", aggfunc="sum", fill_value=0.0
+    )
     table = table.reindex(list(pool_gpus), fill_value=0.0)
     cap = pd.Series(pool_gpus, dtype=float) * window
     frac = table.div(cap, axis=0).fillna(0.0)
@@ -309,7 +373,9 @@ def idle_by_pool(
     frac = busy_by_pool(timeline, steps, pool_gpus)
     if frac.empty:
         return _empty("GPU time by pool", "no measured steps")
-    gpus = dict(pool_gpus) if pool_gpus else timeline.drop_duplicates("gpu_group").groupby("pool")["gpus"].sum()
+    gpus = (
+        dict(pool_gpus) if pool_gpus else timeline.drop_duplicates("gpu_group").groupby("pool")["gpus"].sum()
+    )
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(frac) + 1.6))
     left = np.zeros(len(frac))
     y = np.arange(len(frac))
@@ -317,8 +383,16 @@ def idle_by_pool(
     for ph in phases:
         vals = frac[ph].to_numpy()
         color = IDLE_COLOR if ph == "idle" else phase_color(ph)
-        ax.barh(y, vals, left=left, color=color, label=ph, height=0.6,
-                edgecolor="#999999" if ph == "idle" else None, hatch="//" if ph == "idle" else None)
+        ax.barh(
+            y,
+            vals,
+            left=left,
+            color=color,
+            label=ph,
+            height=0.6,
+            edgecolor="#999999" if ph == "idle" else None,
+            hatch="//" if ph == "idle" else None,
+        )
         left += vals
     for i, idle in enumerate(frac["idle"]):
         ax.text(1.01, i, f"idle {idle:.1%}", va="center", fontsize=9)
@@ -334,10 +408,12 @@ def idle_by_pool(
 
 
 def sample_staleness(samples: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    """Per-sample staleness: version the trainer used at the sample's step - the oldest version of its tokens."""
+    """Per sample: the trainer version at the sample's step - the oldest policy version of its tokens."""
     if samples.empty or "oldest_version" not in samples:
         return pd.Series(dtype=float)
-    trainer = steps.set_index("step")["policy_version"] if "policy_version" in steps else pd.Series(dtype=float)
+    trainer = (
+        steps.set_index("step")["policy_version"] if "policy_version" in steps else pd.Series(dtype=float)
+    )
     trained = samples["step"].map(trainer)
     return (trained - samples["oldest_version"]).dropna().clip(lower=0)
 
@@ -370,8 +446,16 @@ def staleness_hist(samples: pd.DataFrame, steps: pd.DataFrame) -> Figure:
     ax.set_ylabel("share of samples")
     ax.set_title(f"{title}: mean {values.mean():.2f}, max {values.max()} ({len(values):,} samples)")
     if values.max() == 0:
-        ax.text(0.98, 0.9, "all samples on-policy\n(synchronous schedule)", transform=ax.transAxes,
-                ha="right", va="top", fontsize=9, color="#555555")
+        ax.text(
+            0.98,
+            0.9,
+            "all samples on-policy\n(synchronous schedule)",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=9,
+            color="#555555",
+        )
     fig.tight_layout()
     return fig
 
@@ -392,13 +476,29 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
         cmap = plt.get_cmap("tab10")
         for i, k in enumerate(step_ids):
             part = shown[shown["step"] == k]
-            ax.scatter(part["rel"], part["response_tokens"], color=cmap(i), s=6, alpha=0.5, linewidths=0,
-                       rasterized=True, label=f"step {k}")
+            ax.scatter(
+                part["rel"],
+                part["response_tokens"],
+                color=cmap(i),
+                s=6,
+                alpha=0.5,
+                linewidths=0,
+                rasterized=True,
+                label=f"step {k}",
+            )
         if len(step_ids) > 1:
             ax.legend(fontsize=8, loc="upper left", markerscale=2.5, frameon=False)
     else:
-        sc = ax.scatter(shown["rel"], shown["response_tokens"], c=shown["step"], cmap="viridis", s=6, alpha=0.5,
-                        linewidths=0, rasterized=True)
+        sc = ax.scatter(
+            shown["rel"],
+            shown["response_tokens"],
+            c=shown["step"],
+            cmap="viridis",
+            s=6,
+            alpha=0.5,
+            linewidths=0,
+            rasterized=True,
+        )
         cb = fig.colorbar(sc, ax=ax, pad=0.11)
         cb.set_label("RL step")
     ax.set_xlabel("finish time after the start of its step (s)")
@@ -413,10 +513,20 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
     p50, p90, p100 = np.quantile(rel, [0.5, 0.9, 1.0])
     for q, label in ((p50, "50%"), (p90, "90%"), (p100, "100%")):
         ax.axvline(q, color="#C44E52", lw=0.7, ls=":")
-        ax.text(q, 0.02, f" {label}: {q:.0f} s", transform=blended_transform_factory(ax.transData, ax.transAxes),
-                ha="right" if label == "100%" else "left", va="bottom", fontsize=8, color="#C44E52")
-    ax.set_title(f"{title}\nhalf the samples finish by {p50:.0f} s, 90% by {p90:.0f} s, the last at {p100:.0f} s",
-                 fontsize=11)
+        ax.text(
+            q,
+            0.02,
+            f" {label}: {q:.0f} s",
+            transform=blended_transform_factory(ax.transData, ax.transAxes),
+            ha="right" if label == "100%" else "left",
+            va="bottom",
+            fontsize=8,
+            color="#C44E52",
+        )
+    ax.set_title(
+        f"{title}\nhalf the samples finish by {p50:.0f} s, 90% by {p90:.0f} s, the last at {p100:.0f} s",
+        fontsize=11,
+    )
     fig.tight_layout()
     return fig
 
@@ -442,20 +552,28 @@ def engine_load(
         st = st.sort_values("time_s", kind="stable")
         t = st["time_s"].to_numpy() / scale
         kv = 100.0 * st["kv_tokens"].to_numpy() / st["kv_capacity_tokens"].to_numpy()
-        kw = {"color": "#999999", "lw": 0.5, "alpha": 0.5} if many else {"color": cmap(i % 10), "lw": 1.0}
+        kw = {"color": cmap(i % 10), "lw": 1.0, "rasterized": len(engine_stats) > 20_000}
+        if many:
+            kw.update(color="#999999", lw=0.5, alpha=0.5)
         ax1.step(t, st["running"], where="post", label=None if many else eng, **kw)
         ax2.step(t, kv, where="post", **kw)
     if many:  # mean over engines on a common grid
-        grid = np.linspace(0, engine_stats["time_s"].max(), 600)
+        grid = np.linspace(0, engine_stats["time_s"].max(), 2000)
         run_m, kv_m = np.zeros_like(grid), np.zeros_like(grid)
         for _, st in engine_stats.groupby("engine"):
             st = st.sort_values("time_s", kind="stable")
             idx = np.clip(np.searchsorted(st["time_s"].to_numpy(), grid, side="right") - 1, 0, None)
             run_m += st["running"].to_numpy()[idx]
             kv_m += (st["kv_tokens"] / st["kv_capacity_tokens"]).to_numpy()[idx]
-        ax1.plot(grid / scale, run_m / len(engines), color=phase_color("generate"), lw=1.6,
-                 label=f"mean of {len(engines)} engines")
+        ax1.plot(
+            grid / scale,
+            run_m / len(engines),
+            color=phase_color("generate"),
+            lw=1.6,
+            label=f"mean of {len(engines)} engines",
+        )
         ax2.plot(grid / scale, 100 * kv_m / len(engines), color=phase_color("generate"), lw=1.6)
+        ax1.plot([], [], color="#999999", lw=0.5, label="each engine")
     cap = None
     if isinstance(max_num_seqs, Mapping):
         caps = {max_num_seqs[e] for e in engines if e in max_num_seqs}
@@ -464,12 +582,26 @@ def engine_load(
         cap = max_num_seqs
     if cap:
         ax1.axhline(cap, color="black", ls=":", lw=0.8)
-        ax1.text(0.995, cap, f"max_num_seqs = {cap}", va="bottom", ha="right", fontsize=8,
-                 transform=blended_transform_factory(ax1.transAxes, ax1.transData))
+        ax1.text(
+            0.995,
+            cap,
+            f"max_num_seqs = {cap}",
+            va="bottom",
+            ha="right",
+            fontsize=8,
+            transform=blended_transform_factory(ax1.transAxes, ax1.transData),
+        )
         ax1.set_ylim(0, cap * 1.15)
     ax2.axhline(100, color="black", ls=":", lw=0.8)
-    ax2.text(0.995, 100, "KV capacity", va="bottom", ha="right", fontsize=8,
-             transform=blended_transform_factory(ax2.transAxes, ax2.transData))
+    ax2.text(
+        0.995,
+        100,
+        "KV capacity",
+        va="bottom",
+        ha="right",
+        fontsize=8,
+        transform=blended_transform_factory(ax2.transAxes, ax2.transData),
+    )
     ax2.set_ylim(0, 110)
     if steps is not None and not steps.empty:
         for end in steps["end_s"]:
@@ -527,8 +659,16 @@ def engine_seq_limits(scenario, engine_stats: pd.DataFrame) -> dict[str, int] | 
 
 
 PLOTS: dict[str, tuple[str, Callable[[RunTables], Figure]]] = {
-    "gantt": ("gantt", lambda t: gantt(t.timeline, t.steps, t.engine_stats, t.max_num_seqs,
-                                       title=f"GPU activity: {t.name}" if t.name else None)),
+    "gantt": (
+        "gantt",
+        lambda t: gantt(
+            t.timeline,
+            t.steps,
+            t.engine_stats,
+            t.max_num_seqs,
+            title=f"GPU activity: {t.name}" if t.name else None,
+        ),
+    ),
     "breakdown": ("step_breakdown", lambda t: step_breakdown(t.steps)),
     "idle": ("idle_by_pool", lambda t: idle_by_pool(t.timeline, t.steps, t.pool_gpus)),
     "staleness": ("staleness", lambda t: staleness_hist(t.samples, t.steps)),
@@ -537,7 +677,9 @@ PLOTS: dict[str, tuple[str, Callable[[RunTables], Figure]]] = {
 }
 
 
-def save_plots(tables: RunTables, out_dir: Path, kinds: list[str] | None = None, fmt: str = "png") -> list[Path]:
+def save_plots(
+    tables: RunTables, out_dir: Path, kinds: list[str] | None = None, fmt: str = "png"
+) -> list[Path]:
     """Render the chosen plot kinds (default all) and save them as `<name>.<fmt>` in out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

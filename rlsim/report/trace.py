@@ -93,23 +93,41 @@ def chrome_trace(
         if key not in tids:
             tids[key] = len(tids) + 1
             tid = tids[key]
-            events.append({"ph": "M", "name": "thread_name", "pid": pid[pool], "tid": tid, "args": {"name": name}})
             events.append(
-                {"ph": "M", "name": "thread_sort_index", "pid": pid[pool], "tid": tid, "args": {"sort_index": tid}}
+                {"ph": "M", "name": "thread_name", "pid": pid[pool], "tid": tid, "args": {"name": name}}
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_sort_index",
+                    "pid": pid[pool],
+                    "tid": tid,
+                    "args": {"sort_index": tid},
+                }
             )
         return tids[key]
 
     for p, i in pid.items():
         events.append({"ph": "M", "name": "process_name", "pid": i, "tid": 0, "args": {"name": f"pool {p}"}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": i, "tid": 0, "args": {"sort_index": i}})
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": i, "tid": 0, "args": {"sort_index": i}}
+        )
 
     if not timeline.empty:
         ordered = timeline.sort_values(["pool", "gpu_group", "start_s", "end_s"], kind="stable")
         tokens = _tokens_by_slice(ordered, samples)
         for (pool, group), rows in ordered.groupby(["pool", "gpu_group"], sort=False):
             lanes = _lanes(rows["start_s"].to_numpy(), rows["end_s"].to_numpy())
-            cols = (rows.index, rows["phase"], rows["role"], rows["step"], rows["policy_version"], rows["gpus"],
-                    rows["start_s"], rows["end_s"])
+            cols = (
+                rows.index,
+                rows["phase"],
+                rows["role"],
+                rows["step"],
+                rows["policy_version"],
+                rows["gpus"],
+                rows["start_s"],
+                rows["end_s"],
+            )
             for lane_no, idx, phase, role, step, version, gpus, start, end in zip(
                 lanes, *(c.tolist() for c in cols), strict=True
             ):
@@ -120,31 +138,66 @@ def chrome_trace(
                     args["samples_finished"], args["response_tokens_finished"] = tokens[idx]
                 events.append(
                     {
-                        "ph": "X", "name": str(phase), "cat": str(phase), "pid": pid[pool],
-                        "tid": thread(pool, name), "ts": ts, "dur": round(_us(end) - ts, 3), "args": args,
+                        "ph": "X",
+                        "name": str(phase),
+                        "cat": str(phase),
+                        "pid": pid[pool],
+                        "tid": thread(pool, name),
+                        "ts": ts,
+                        "dur": round(_us(end) - ts, 3),
+                        "args": args,
                     }
                 )
 
     if engine_stats is not None and not engine_stats.empty:
-        stats = _decimate(engine_stats.sort_values(["engine", "time_s"], kind="stable"), max_counter_events // 2)
+        stats = _decimate(
+            engine_stats.sort_values(["engine", "time_s"], kind="stable"), max_counter_events // 2
+        )
         cap = stats["kv_capacity_tokens"].to_numpy(dtype=float)
-        kv_pct = np.round(100.0 * np.divide(stats["kv_tokens"].to_numpy(dtype=float), cap, out=np.zeros_like(cap),
-                                            where=cap > 0), 3)
+        kv_pct = np.round(
+            100.0
+            * np.divide(stats["kv_tokens"].to_numpy(dtype=float), cap, out=np.zeros_like(cap), where=cap > 0),
+            3,
+        )
         ts_us = np.round(stats["time_s"].to_numpy(dtype=float) * US, 3)
         for engine, pool, ts, running, kv in zip(
-            stats["engine"].tolist(), stats["pool"].tolist(), ts_us.tolist(), stats["running"].tolist(),
-            kv_pct.tolist(), strict=True,
+            stats["engine"].tolist(),
+            stats["pool"].tolist(),
+            ts_us.tolist(),
+            stats["running"].tolist(),
+            kv_pct.tolist(),
+            strict=True,
         ):
             p = pid[pool]
-            events.append({"ph": "C", "name": f"{engine} batch", "pid": p, "tid": 0, "ts": ts,
-                           "args": {"running": int(running)}})
-            events.append({"ph": "C", "name": f"{engine} KV %", "pid": p, "tid": 0, "ts": ts,
-                           "args": {"kv_used_pct": kv}})
+            events.append(
+                {
+                    "ph": "C",
+                    "name": f"{engine} batch",
+                    "pid": p,
+                    "tid": 0,
+                    "ts": ts,
+                    "args": {"running": int(running)},
+                }
+            )
+            events.append(
+                {
+                    "ph": "C",
+                    "name": f"{engine} KV %",
+                    "pid": p,
+                    "tid": 0,
+                    "ts": ts,
+                    "args": {"kv_used_pct": kv},
+                }
+            )
 
     if steps is not None and not steps.empty:
         spid = len(pid) + 1
-        events.append({"ph": "M", "name": "process_name", "pid": spid, "tid": 0, "args": {"name": STEPS_PROCESS}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": spid, "tid": 0, "args": {"sort_index": 0}})
+        events.append(
+            {"ph": "M", "name": "process_name", "pid": spid, "tid": 0, "args": {"name": STEPS_PROCESS}}
+        )
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": spid, "tid": 0, "args": {"sort_index": 0}}
+        )
         ordered = steps.sort_values(["start_s", "step"], kind="stable")
         lanes = _lanes(ordered["start_s"].to_numpy(), ordered["end_s"].to_numpy())
         named: set[int] = set()
@@ -152,13 +205,30 @@ def chrome_trace(
             tid = lane_no + 1
             if tid not in named:
                 named.add(tid)
-                events.append({"ph": "M", "name": "thread_name", "pid": spid, "tid": tid,
-                               "args": {"name": "step" if lane_no == 0 else f"step (overlap {lane_no})"}})
+                events.append(
+                    {
+                        "ph": "M",
+                        "name": "thread_name",
+                        "pid": spid,
+                        "tid": tid,
+                        "args": {"name": "step" if lane_no == 0 else f"step (overlap {lane_no})"},
+                    }
+                )
             ts = _us(r["start_s"])
             args = {k: _plain(v) for k, v in r.items() if k not in ("start_s", "end_s")}
             label = f"step {int(r['step'])}" + (" (warm-up)" if r.get("warmup") else "")
-            events.append({"ph": "X", "name": label, "cat": "step", "pid": spid, "tid": tid, "ts": ts,
-                           "dur": round(_us(r["end_s"]) - ts, 3), "args": args})
+            events.append(
+                {
+                    "ph": "X",
+                    "name": label,
+                    "cat": "step",
+                    "pid": spid,
+                    "tid": tid,
+                    "ts": ts,
+                    "dur": round(_us(r["end_s"]) - ts, 3),
+                    "args": args,
+                }
+            )
 
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"generator": "rlsim"}}
 

@@ -15,7 +15,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsim.hardware import HardwareProfile, load_profile
+from rlsim.hardware import HardwareProfile
 from rlsim.scenario.errors import Problem
 from rlsim.scenario.schema import (
     EmpiricalLength,
@@ -56,7 +56,7 @@ def _check_pools(scn: Scenario, problems: list[Problem]) -> dict[str, HardwarePr
     for name, pool in scn.cluster.pools.items():
         path = f"cluster.pools.{name}.hardware"
         try:
-            profiles[name] = load_profile(pool.hardware)
+            profiles[name] = pool.profile()
         except KeyError as exc:
             problems.append(Problem(path, str(exc.args[0])))
         except Exception as exc:  # a broken profile file: say so, never a traceback

@@ -28,6 +28,19 @@ class PoolSpec(Strict):
     nodes: int = Field(default=1, gt=0)
     gpus_per_node: int = Field(default=8, gt=0)
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Overrides the profile's")
+    nic_gbit_per_s: float | None = Field(
+        default=None, gt=0, description="Inter-node bandwidth per GPU of this cluster, overriding the profile's"
+    )
+
+    def profile(self):
+        """The hardware profile with this pool's own network (a testbed's NICs differ from the datasheet)."""
+        from rlsim.hardware import load_profile
+
+        hw = load_profile(self.hardware)
+        if self.nic_gbit_per_s is not None:
+            sources = {**hw.sources, "nic_gbit_per_s": "scenario pool override"}
+            hw = hw.model_copy(update={"nic_gbit_per_s": self.nic_gbit_per_s, "sources": sources})
+        return hw
 
     @property
     def gpus(self) -> int:

@@ -177,13 +177,26 @@ class HybridFlowSchedule(Schedule):
                 self.locks[p].release(r)
         return prompt, response
 
+    def _state_moves(self, phase: str, role: str) -> float:
+        """PCIe onload/offload of a role whose state lives in host memory between its phases.
+
+        Onload before a role's first phase of the step, offload after its last. The actor's moves
+        happen in the hybrid-engine switch instead (around generation).
+        """
+        if role == "actor":
+            return 0.0
+        one_way = self._offload_time(role)
+        if role == "critic":
+            return one_way  # onload before values, offload after update_critic
+        return 2 * one_way
+
     def _pass(self, phase: str, role: str, seq_lens: np.ndarray, timing: dict):
         env = self.env
         pool = self._role(role).pool
         with self.locks[pool].request() as lock:
             yield lock
             start = env.now
-            yield env.timeout(self.phase_time(phase, role, seq_lens))
+            yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
             self._busy(role, role, "train" if phase.startswith("update_") else "forward", start)
             timing[f"timing_s/{phase}"] = env.now - start
 

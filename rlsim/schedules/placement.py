@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 from rlsim.costs.memory import forward_memory_per_gpu, training_memory_per_gpu
 from rlsim.costs.resharding import reshard_redundant_bytes_per_gpu
-from rlsim.hardware import load_profile
 from rlsim.scenario.errors import Problem
-from rlsim.scenario.schema import PoolSpec, Scenario
+from rlsim.scenario.schema import Scenario
 
 COLOCATED_SETS = {
     "colocate": [["actor", "rollout", "reference", "critic", "reward"]],
@@ -69,11 +68,9 @@ def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
     for group, g in zip(groups, gpus, strict=True):
         name = base if len(groups) == 1 else f"{base}-{group[0]}"
         if g % pool.gpus_per_node == 0:
-            sub = PoolSpec(hardware=pool.hardware, nodes=g // pool.gpus_per_node, gpus_per_node=pool.gpus_per_node,
-                           price_usd_per_gpu_hour=pool.price_usd_per_gpu_hour)
+            sub = pool.model_copy(update={"nodes": g // pool.gpus_per_node})
         elif g < pool.gpus_per_node:
-            sub = PoolSpec(hardware=pool.hardware, nodes=1, gpus_per_node=g,
-                           price_usd_per_gpu_hour=pool.price_usd_per_gpu_hour)
+            sub = pool.model_copy(update={"nodes": 1, "gpus_per_node": g})
         else:
             problems.append(Problem(f"schedule.placement_gpus.{group[0]}",
                                     f"{g} GPUs is not a whole number of {pool.gpus_per_node}-GPU nodes"))
@@ -142,7 +139,7 @@ def colocated_memory(scn: Scenario, pool_name: str, roles: list[str], gpus: int,
     unless offloaded; activations only in the active phase; the rollout engine's share during generation).
     """
     pool = scn.cluster.pools[pool_name]
-    hw = load_profile(pool.hardware)
+    hw = pool.profile()
     resident: dict[str, float] = {}
     active: dict[str, float] = {}
     for role in roles:

@@ -120,7 +120,9 @@ def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     for name in metrics:
         table.add_column(SUMMARY_COLUMNS[name], justify="right")
     rows = [[_fmt(r.get(c)) for c in (*params, *metrics)] for r in ok]
-    rows += [[_fmt(r.get(c)) for c in params] + ["[red]failed[/red]"] + [""] * (len(metrics) - 1) for r in failed]
+    rows += [
+        [_fmt(r.get(c)) for c in params] + ["[red]failed[/red]"] + [""] * (len(metrics) - 1) for r in failed
+    ]
     for cells in rows[:MAX_ROWS]:
         table.add_row(*cells[: len(params) + len(metrics)])
     if len(rows) > MAX_ROWS:
@@ -129,29 +131,39 @@ def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
 
 
 def sweep_command(
-    target: Annotated[str, typer.Argument(help="Scenario YAML (or a shipped scenario's name), or a sweep YAML")],
+    target: Annotated[
+        str, typer.Argument(help="Scenario YAML (or a shipped scenario's name), or a sweep YAML")
+    ],
     grid: Annotated[
         list[str] | None, typer.Option("--grid", "-g", help="dotted.path=v1,v2,...: a grid axis (repeatable)")
     ] = None,
     zip_: Annotated[
         list[str] | None,
-        typer.Option("--zip", "-z", help="dotted.path=v1,v2,...: lists zipped together, same length (repeatable)"),
+        typer.Option(
+            "--zip", "-z", help="dotted.path=v1,v2,...: lists zipped together, same length (repeatable)"
+        ),
     ] = None,
     seeds: Annotated[
-        int | None, typer.Option(help="Replicates per point, seeds derived from the scenario seed (SeedSequence)")
+        int | None,
+        typer.Option(help="Replicates per point, seeds derived from the scenario seed (SeedSequence)"),
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="Result store (default runs/<scenario name>-sweep)")] = None,
-    backend: Annotated[BackendName, typer.Option(help="Where points run", case_sensitive=False)] = BackendName.local,
+    out: Annotated[
+        Path | None, typer.Option(help="Result store (default runs/<scenario name>-sweep)")
+    ] = None,
+    backend: Annotated[
+        BackendName, typer.Option(help="Where points run", case_sensitive=False)
+    ] = BackendName.local,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores)")] = None,
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Ray cluster to join (default: start a local Ray)")
     ] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", "-s", help="Fixed override for every point: dotted.path=value")
+        list[str] | None,
+        typer.Option("--set", "-s", help="Fixed override for every point: dotted.path=value"),
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar")] = True,
 ) -> None:
-    """Simulate a grid of scenario variants; resumable: re-running the same sweep only runs what is missing."""
+    """Simulate a grid of scenario variants; resumable: re-running a sweep only runs what is missing."""
     from rlsim.cli import resolve_scenario_path
     from rlsim.sweep.grid import plan_sweep
     from rlsim.sweep.runner import SweepInterrupted, run_sweep
@@ -164,14 +176,19 @@ def sweep_command(
         _fail(exc.lines())
     out_dir = out or Path("runs") / f"{plan.name}-sweep"
     where = "" if backend is BackendName.serial else f", {workers or 'all'} workers"
-    console.print(f"sweep {plan.name}: {len(plan.points)} points, backend {backend.value}{where} -> {out_dir}/",
-                  highlight=False)
+    console.print(
+        f"sweep {plan.name}: {len(plan.points)} points, backend {backend.value}{where} -> {out_dir}/",
+        highlight=False,
+    )
     bar = RichProgress(enabled=progress)
     try:
         outcome = run_sweep(plan, out_dir, backend.value, workers, ray_address, progress=bar)
     except KeyboardInterrupt:
         bar.stop()
-        _fail([f"interrupted: the finished points are stored in {out_dir}/; re-run the same command to finish"], 130)
+        _fail(
+            [f"interrupted: the finished points are stored in {out_dir}/; re-run the same command to finish"],
+            130,
+        )
     except SweepInterrupted as exc:
         bar.stop()
         _fail([f"{out_dir}: {exc}"], 1)
@@ -181,7 +198,8 @@ def sweep_command(
     bar.stop()
     console.print(results_table(outcome.table, plan.spec.params, f"rlsim sweep: {plan.name}"))
     console.print(
-        f"{outcome.total} points: {outcome.ran} run now, {outcome.skipped} already done, {outcome.failed} failed; "
+        f"{outcome.total} points: {outcome.ran} run now, {outcome.skipped} already done, "
+        f"{outcome.failed} failed; "
         f"results in {out_dir}/results.csv",
         highlight=False,
     )
@@ -198,8 +216,12 @@ def plot_sweep_command(
     hue: Annotated[str | None, typer.Option(help="Column to colour / split lines by")] = None,
     pareto: Annotated[bool, typer.Option(help="Scatter x vs y and mark the Pareto front")] = False,
     kind: Annotated[str, typer.Option(help="line (mean and std over repeats) or scatter")] = "line",
-    x_better: Annotated[Better, typer.Option(help="Pareto direction of x (auto: from the name)")] = Better.auto,
-    y_better: Annotated[Better, typer.Option(help="Pareto direction of y (auto: from the name)")] = Better.auto,
+    x_better: Annotated[
+        Better, typer.Option(help="Pareto direction of x (auto: from the name)")
+    ] = Better.auto,
+    y_better: Annotated[
+        Better, typer.Option(help="Pareto direction of y (auto: from the name)")
+    ] = Better.auto,
     out: Annotated[Path | None, typer.Option(help="PNG to write (default DIR/<y>_vs_<x>.png)")] = None,
 ) -> None:
     """Plot a sweep's results: a metric against a knob, or a Pareto front of two metrics."""
@@ -212,15 +234,18 @@ def plot_sweep_command(
         _fail([f"{directory}: cannot read results.csv ({exc.__class__.__name__}: {exc})"])
     missing = [c for c in (x, y, hue) if c is not None and c not in df.columns]
     if missing:
-        _fail([f"{directory}: no column {c!r} in results.csv" for c in missing]
-              + [f"{directory}: columns are {', '.join(df.columns)}"])
+        _fail(
+            [f"{directory}: no column {c!r} in results.csv" for c in missing]
+            + [f"{directory}: columns are {', '.join(df.columns)}"]
+        )
     if kind not in ("line", "scatter"):
         _fail([f"--kind: must be line or scatter, got {kind!r}"])
     if not pareto:
         fig = plot_sweep(df, x, y, hue=hue, kind=kind)
     else:
         maximize = tuple(
-            higher_is_better(c) if b is Better.auto else b is Better.higher for c, b in ((x, x_better), (y, y_better))
+            higher_is_better(c) if b is Better.auto else b is Better.higher
+            for c, b in ((x, x_better), (y, y_better))
         )
         data = mean_over_seeds(df)
         fig = plot_pareto(data, x, y, maximize=maximize, hue=hue)

@@ -164,8 +164,11 @@ def is_sweep_file(data: Any) -> bool:
 def read_sweep_file(path: Path, data: Mapping[str, Any]) -> SweepSpec:
     """`{scenario: path, grid: {key: [..]}, zip: {key: [..]}, seeds: K, set: [..]}`; paths relative to it."""
     src = str(path)
-    lines = [f"{src}: {k}: unknown key (expected one of {', '.join(SWEEP_FILE_KEYS)})"
-             for k in data if k not in SWEEP_FILE_KEYS]
+    lines = [
+        f"{src}: {k}: unknown key (expected one of {', '.join(SWEEP_FILE_KEYS)})"
+        for k in data
+        if k not in SWEEP_FILE_KEYS
+    ]
     scenario = data.get("scenario")
     if not isinstance(scenario, str) or not scenario.strip():
         lines.append(f"{src}: scenario: expected the path of a scenario YAML file")
@@ -253,7 +256,7 @@ def build_spec(
 
 
 def derive_seeds(base_seed: int, count: int) -> list[int]:
-    """Replicate r's seed: `SeedSequence(base_seed).spawn(count)[r]`, a uint32; r's seed does not depend on count."""
+    """Replicate r's seed: `SeedSequence(base_seed).spawn(count)[r]` as a uint32; independent of count."""
     children = np.random.SeedSequence(base_seed).spawn(count)
     return [int(child.generate_state(1, dtype=np.uint32)[0]) for child in children]
 
@@ -295,7 +298,9 @@ def _validate(spec: SweepSpec, base: dict, source: str, base_dir: Path, combo: S
     except ScenarioError as exc:
         fatal = [p for p in exc.problems if p.path.startswith("--set ")]
         if fatal:
-            raise SweepError([Problem(_flag_of(spec, p.path[6:]), p.message).line(source) for p in fatal]) from None
+            raise SweepError(
+                [Problem(_flag_of(spec, p.path[6:]), p.message).line(source) for p in fatal]
+            ) from None
         return None
 
 
@@ -306,7 +311,7 @@ def plan_sweep(
     seeds: int | None = None,
     sets: Sequence[str] = (),
 ) -> SweepPlan:
-    """Read, merge, validate and expand a sweep; raises SweepError (or ScenarioError) before running anything."""
+    """Read, merge, validate and expand a sweep; raises SweepError before anything runs."""
     from rlsim.sweep.store import point_id
 
     spec, base = build_spec(Path(target), grid, zip_, seeds, sets)

@@ -28,7 +28,9 @@ def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
 def _require(df: pd.DataFrame, *columns: str | None) -> None:
     missing = [c for c in columns if c is not None and c not in df.columns]
     if missing:
-        raise KeyError(f"no column {', '.join(missing)} in the sweep table (columns: {', '.join(df.columns)})")
+        raise KeyError(
+            f"no column {', '.join(missing)} in the sweep table (columns: {', '.join(df.columns)})"
+        )
 
 
 def _numeric(series: pd.Series) -> bool:
@@ -45,7 +47,9 @@ def mean_over_seeds(df: pd.DataFrame, params: Sequence[str] | None = None) -> pd
     df = ok_rows(df)
     if not params or "replicate" not in df.columns or df["replicate"].nunique() <= 1:
         return df.reset_index(drop=True)
-    numeric = [c for c in df.columns if c not in params and _numeric(df[c]) and c not in ("point", "replicate")]
+    numeric = [
+        c for c in df.columns if c not in params and _numeric(df[c]) and c not in ("point", "replicate")
+    ]
     out = df.groupby(params, sort=False, dropna=False)[numeric].mean().reset_index()
     out.attrs["params"] = list(params)
     return out
@@ -86,7 +90,9 @@ def plot_sweep(
     if kind != "scatter":
         if "replicate" in data.columns and data["replicate"].nunique() > 1:
             averaged.append("seeds")
-        averaged += [p for p in df.attrs.get("params", []) if p not in (x, hue) and p in data and data[p].nunique() > 1]
+        averaged += [
+            p for p in df.attrs.get("params", []) if p not in (x, hue) and p in data and data[p].nunique() > 1
+        ]
     ax.set_title(f"{y} vs {x}" + (f" (mean over {', '.join(averaged)})" if averaged else ""))
     if hue:
         ax.legend(title=None, fontsize="small")
@@ -140,9 +146,18 @@ def plot_pareto(
     for value, group in groups:
         ax.scatter(group[x], group[y], alpha=0.6, label=f"{hue}={_label(value)}" if hue else "points")
     ax.step(front[x], front[y], where="pre" if maximize[0] else "post", color="black", lw=1.2)
-    ax.scatter(front[x], front[y], s=80, facecolors="none", edgecolors="black", linewidths=1.5,
-               label=f"Pareto front ({len(front)})")
-    keys = [k for k in (annotate if annotate is not None else df.attrs.get("params", [])) if k in front.columns]
+    ax.scatter(
+        front[x],
+        front[y],
+        s=80,
+        facecolors="none",
+        edgecolors="black",
+        linewidths=1.5,
+        label=f"Pareto front ({len(front)})",
+    )
+    keys = [
+        k for k in (annotate if annotate is not None else df.attrs.get("params", [])) if k in front.columns
+    ]
     if keys and len(front) <= 15:
         for _, row in front.iterrows():
             text = ", ".join(f"{k.rsplit('.', 1)[-1]}={_label(row[k])}" for k in keys)

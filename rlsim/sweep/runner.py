@@ -49,7 +49,7 @@ class PointTask:
 
 
 def flatten_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """`{"idle_fraction_by_pool": {"gen": 0.1}}` -> `{"idle_fraction_by_pool.gen": 0.1}`; numbers as Python types."""
+    """`{"idle_fraction_by_pool": {"gen": 0.1}}` -> `{"idle_fraction_by_pool.gen": 0.1}`; plain numbers."""
     flat: dict[str, Any] = {}
     for key, value in summary.items():
         if isinstance(value, dict):
@@ -91,8 +91,14 @@ def run_point(task: PointTask) -> dict:
 
 def error_record(task: PointTask, message: str) -> dict:
     """The record of a point whose worker failed (rather than the point's own code)."""
-    return {"point_id": task.point_id, "index": task.index, "seed": task.seed, "overrides": list(task.overrides),
-            "summary": None, "error": message}
+    return {
+        "point_id": task.point_id,
+        "index": task.index,
+        "seed": task.seed,
+        "overrides": list(task.overrides),
+        "summary": None,
+        "error": message,
+    }
 
 
 # ---------------------------------------------------------------- backends
@@ -229,7 +235,9 @@ class RayBackend:
             if self.address:
                 ray.init(address=self.address, log_to_driver=False)
             else:
-                ray.init(num_cpus=self.workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+                ray.init(
+                    num_cpus=self.workers or os.cpu_count(), include_dashboard=False, log_to_driver=False
+                )
             self._started = True
         return self
 

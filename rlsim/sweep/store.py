@@ -108,8 +108,14 @@ class ResultStore:
             "seeds": spec.seeds,
             "set": spec.set,
             "points": [
-                {"point": p.index, "point_id": p.point_id, "replicate": p.replicate, "seed": p.seed,
-                 "overrides": list(p.overrides), "params": p.params}
+                {
+                    "point": p.index,
+                    "point_id": p.point_id,
+                    "replicate": p.replicate,
+                    "seed": p.seed,
+                    "overrides": list(p.overrides),
+                    "params": p.params,
+                }
                 for p in plan.points
             ],
         }
@@ -118,7 +124,10 @@ class ResultStore:
     def table(self, plan: SweepPlan) -> pd.DataFrame:
         """Rows for the plan's recorded points in index order: meta, swept keys, summary keys, error."""
         return build_table(
-            [(p.index, p.point_id, p.replicate, p.seed, p.params, self.read_point(p.point_id)) for p in plan.points],
+            [
+                (p.index, p.point_id, p.replicate, p.seed, p.params, self.read_point(p.point_id))
+                for p in plan.points
+            ],
             plan.spec.params,
         )
 
@@ -139,7 +148,7 @@ def param_columns(params: Sequence[str], taken: Iterable[str]) -> dict[str, str]
 def build_table(
     rows: Iterable[tuple[int, str, int, int, dict[str, Any], dict | None]], params: Sequence[str]
 ) -> pd.DataFrame:
-    """(index, id, replicate, seed, params, record or None) -> the results table (points without a record skipped)."""
+    """(index, id, replicate, seed, params, record or None) rows -> the results table; no record, no row."""
     recorded = sorted((r for r in rows if r[5] is not None), key=lambda r: r[0])
     summary_keys: dict[str, None] = {}
     for *_, record in recorded:
