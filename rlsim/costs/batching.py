@@ -28,18 +28,39 @@ ADAM_STEP_BYTES_PER_PARAM = 32.0
 def split_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> list[np.ndarray]:
     """Deal sequences to dp ranks: balanced by tokens (longest first, to the lightest rank) or chunked."""
     seq_lens = np.asarray(seq_lens)
+    return [seq_lens[idx] for idx in split_indices_across_dp(seq_lens, dp, balance)]
+
+
+def update_plan(n_samples: int, mini_batches: int, epochs: int, dp: int, seq_lens: np.ndarray, balance: bool):
+    """Sample indices per optimizer step and DP rank: epochs x mini-batches steps, each split over ranks.
+
+    Every sample is trained exactly once per epoch (mini-batches are contiguous slices of the batch,
+    as verl's `make_minibatch_iterator` without shuffling).
+    """
+    seq_lens = np.asarray(seq_lens)
+    plan = []
+    for _ in range(epochs):
+        for idx in np.array_split(np.arange(n_samples), mini_batches):
+            ranks = split_indices_across_dp(seq_lens[idx], dp, balance)
+            plan.append([idx[r] for r in ranks])
+    return plan
+
+
+def split_indices_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> list[np.ndarray]:
+    """Like `split_across_dp`, returning positions instead of lengths."""
+    n = len(seq_lens)
     if dp <= 1:
-        return [seq_lens]
+        return [np.arange(n)]
     if not balance:
-        return list(np.array_split(seq_lens, dp))
-    order = np.argsort(-seq_lens, kind="stable")
+        return list(np.array_split(np.arange(n), dp))
+    order = np.argsort(-np.asarray(seq_lens), kind="stable")
     load = np.zeros(dp)
-    owner = np.empty(len(seq_lens), dtype=np.int64)
+    owner = np.empty(n, dtype=np.int64)
     for i in order:
         r = int(np.argmin(load))
         owner[i] = r
         load[r] += seq_lens[i]
-    return [seq_lens[owner == r] for r in range(dp)]
+    return [np.flatnonzero(owner == r) for r in range(dp)]
 
 
 def micro_batch_count(rank_tokens: float, token_budget: int) -> int:
@@ -96,20 +117,20 @@ def train_pass_time(
     """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank."""
     comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node)
     opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer)
+    seq_lens = np.asarray(seq_lens)
     total = 0.0
-    for _ in range(epochs):
-        for mini in np.array_split(np.asarray(seq_lens), mini_batches):
-            worst_busy, worst_compute = 0.0, 0.0
-            for rank in split_across_dp(mini, dp, balance):
-                if len(rank) == 0:
-                    continue
-                tokens = float(rank.sum())
-                b = train_time_breakdown(
-                    model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
-                    micro_batches=micro_batch_count(tokens, token_budget), gpus_per_node=gpus_per_node,
-                )
-                if b.compute + b.bubble > worst_busy:
-                    worst_busy, worst_compute = b.compute + b.bubble, b.compute
-            exposed = max(0.0, comm - BACKWARD_FRACTION * worst_compute) if overlap_grad_reduce else comm
-            total += worst_busy + exposed + opt
+    for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance):
+        worst_busy, worst_compute = 0.0, 0.0
+        for rank in (seq_lens[idx] for idx in step):
+            if len(rank) == 0:
+                continue
+            tokens = float(rank.sum())
+            b = train_time_breakdown(
+                model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
+                micro_batches=micro_batch_count(tokens, token_budget), gpus_per_node=gpus_per_node,
+            )
+            if b.compute + b.bubble > worst_busy:
+                worst_busy, worst_compute = b.compute + b.bubble, b.compute
+        exposed = max(0.0, comm - BACKWARD_FRACTION * worst_compute) if overlap_grad_reduce else comm
+        total += worst_busy + exposed + opt
     return total

@@ -1,0 +1,233 @@
+"""HybridFlow / verl synchronous schedule: a hand-traced step, placements, conservation, invariants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlsim.costs.batching import update_plan
+from rlsim.costs.generation import decode_coefficients, prefill_time
+from rlsim.costs.resharding import reshard_bytes_per_gpu, reshard_redundant_bytes_per_gpu
+from rlsim.model_shapes import ModelShape, resolve_preset
+from rlsim.scenario.errors import ScenarioError
+from rlsim.scenario.loader import parse_scenario
+from rlsim.simulate import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A profile with round numbers so every phase time below can be written out by hand.
+PROFILE = {
+    "name": "toy", "bf16_tflops": 100.0, "hbm_gb": 80.0, "hbm_tb_per_s": 2.0, "nvlink_gb_per_s": 100.0,
+    "nic_gbit_per_s": 100.0, "pcie_gb_per_s": 20.0, "decode_eta_mem": 0.5, "decode_eta_compute": 0.5,
+    "decode_fixed_overhead_ms": 10.0, "prefill_eta_compute": 0.5, "train_mfu": 0.4, "forward_mfu": 0.5,
+    "collective_latency_us": 0.0, "price_usd_per_gpu_hour": 1.0,
+}
+PROFILE["sources"] = {k: "test value" for k, v in PROFILE.items() if isinstance(v, float)}
+
+
+@pytest.fixture
+def toy_profile(tmp_path) -> str:
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(PROFILE))
+    return str(path)
+
+
+def ppo_2gpu(profile: str, **schedule) -> dict:
+    role = {"pool": "main", "model": "m", "parallel": {"tp": 2}}
+    return {
+        "name": "ppo-2gpu",
+        "steps": 2,
+        "cluster": {"pools": {"main": {"hardware": profile, "nodes": 1, "gpus_per_node": 2}}},
+        "models": {"m": {"preset": "qwen2.5-0.5b"}},
+        "roles": {
+            "actor": role, "reference": role, "critic": role, "reward": role,
+            "rollout": {**role, "engine": {"gpu_memory_utilization": 0.5, "max_num_seqs": 16}},
+        },
+        "algorithm": {"kind": "ppo", "prompts_per_step": 4, "samples_per_prompt": 1, "mini_batches": 2, "epochs": 1},
+        "workload": {"prompt_length": {"kind": "fixed", "value": 8}, "response_length": {"kind": "fixed", "value": 4}},
+        "schedule": {"kind": "hybridflow", "placement": "colocate", "switch_overhead_s": 0.5, **schedule},
+    }
+
+
+def test_two_gpu_colocated_ppo_step_by_hand(toy_profile):
+    res = simulate(parse_scenario(ppo_2gpu(toy_profile), source="test"))
+    m = ModelShape(**resolve_preset("qwen2.5-0.5b"))
+    from rlsim.hardware import load_profile
+
+    hw = load_profile(toy_profile)
+    peak = 100e12
+    n, L, q = m.params, m.layers, m.heads * m.d_head
+    # Switch to generation: 3D-HybridEngine with train tp2 == gen tp2 moves no bytes, no offload: the overhead.
+    switch = 0.5
+    # Generation: one prefill of 4 x 8 tokens (emits the first token), then 3 decode steps at batch 4.
+    gen = prefill_time(m, hw, 2, 32, 4 * 64, 0) + decode_coefficients(m, hw, 2, 4).steps_time(4 * 9, 3)
+    # Forward passes over 4 sequences of 12 tokens on 2 GPUs (tp2, dp1): 2N per token + 4 L q s^2.
+    fwd = (2 * n * 48 + 4 * L * q * 4 * 144) / (2 * peak * 0.5)
+    # Updates: 2 mini-batches of 2 sequences: 6N per token + 12 L q s^2, then Adam over N/2 params per GPU.
+    mini = (6 * n * 24 + 12 * L * q * 2 * 144) / (2 * peak * 0.4) + 32 * n / 2 / 2e12
+    upd = 2 * mini
+    step = res.steps.iloc[0]
+    assert step["timing_s/update_weights"] == pytest.approx(switch, rel=1e-9)
+    assert step["timing_s/gen"] == pytest.approx(gen, rel=1e-9)
+    for col in ("reward", "old_log_prob", "ref", "values"):
+        assert step[f"timing_s/{col}"] == pytest.approx(fwd, rel=1e-9), col
+    for col in ("update_critic", "update_actor"):
+        assert step[f"timing_s/{col}"] == pytest.approx(upd, rel=1e-9), col
+    # One pool: every phase runs after the other, in verl's order.
+    assert step["timing_s/step"] == pytest.approx(switch + gen + 4 * fwd + 2 * upd, rel=1e-9)
+    tl = res.timeline[res.timeline["step"] == 0]
+    order = [(r.role, r.phase) for r in tl.sort_values("start_s").itertuples()]
+    assert order == [
+        ("actor", "switch"), ("rollout", "generate"), ("reward", "forward"), ("actor", "forward"),
+        ("reference", "forward"), ("critic", "forward"), ("critic", "train"), ("actor", "train"),
+    ]
+
+
+def test_policy_version_increments_once_per_step(toy_profile):
+    res = simulate(parse_scenario(ppo_2gpu(toy_profile) | {"steps": 4}, source="test"))
+    assert list(res.steps["policy_version"]) == [1, 2, 3, 4]
+    gen = res.timeline[res.timeline["phase"] == "generate"]
+    assert list(gen["policy_version"]) == list(gen["step"])  # step k generates with the weights of version k
+
+
+def _no_overlap(intervals: list[tuple[float, float]]) -> bool:
+    intervals = sorted(intervals)
+    return all(a[1] <= b[0] + 1e-9 for a, b in zip(intervals, intervals[1:], strict=False))
+
+
+@pytest.mark.parametrize("placement", ["colocate", "split", "standalone"])
+def test_gpu_time_conservation_and_time_sharing(placement):
+    data = yaml.safe_load((ROOT / "scenarios/hybridflow/ppo-llama-7b.yaml").read_text())
+    data["steps"] = 2
+    data["algorithm"]["prompts_per_step"] = 64
+    for role in ("actor", "reference", "critic", "reward"):  # standalone sets are 8/4/2/2 GPUs
+        data["roles"][role]["parallel"] = {"tp": 2}
+        data["roles"][role]["train"] = {"sharding": "fsdp"}
+    res = simulate(parse_scenario(data, source="test"))
+    window = res.summary["simulated_seconds"]
+    tl = res.timeline
+    for pool, rows in tl.groupby("pool"):
+        busy = float(((rows["end_s"] - rows["start_s"]) * rows["gpus"]).sum())
+        idle = res.summary["idle_fraction_by_pool"][pool]
+        # busy + idle = GPUs x window, with the pool's GPUs recovered from the model phases' groups.
+        gpus = int(rows[rows["role"] != "rollout"]["gpus"].max())
+        assert busy + idle * gpus * window == pytest.approx(gpus * window, rel=1e-9), pool
+        # Roles of one pool time-share its GPUs: the model phases never overlap each other or generation.
+        spans = [(r.start_s, r.end_s) for r in rows.itertuples() if r.role != "rollout"]
+        for _, gen in rows[rows["role"] == "rollout"].groupby("step"):
+            spans.append((gen["start_s"].min(), gen["end_s"].max()))
+        assert _no_overlap(spans), pool
+    busy_total = sum(res.summary["busy_fraction_by_phase"].values())
+    assert busy_total + res.summary["gpu_idle_fraction"] == pytest.approx(1.0)
+    assert window == pytest.approx(res.steps["timing_s/step"].sum())
+
+
+def test_split_idles_the_critic_pool_during_generation():
+    data = yaml.safe_load((ROOT / "scenarios/hybridflow/ppo-llama-7b.yaml").read_text())
+    data["schedule"]["placement"] = "split"
+    data["steps"] = 1
+    res = simulate(parse_scenario(data, source="test"))
+    idle = res.summary["idle_fraction_by_pool"]
+    assert idle["main-critic"] > 0.3  # HybridFlow: separate actor and critic GPUs idle about a third
+    assert idle["main-actor"] < 0.05
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 200), mini=st.integers(1, 8), epochs=st.integers(1, 3), dp=st.integers(1, 8),
+       balance=st.booleans(), seed=st.integers(0, 1000))
+def test_every_sample_trained_exactly_once_per_epoch(n, mini, epochs, dp, balance, seed):
+    lens = np.random.default_rng(seed).integers(1, 5000, n)
+    plan = update_plan(n, mini, epochs, dp, lens, balance)
+    assert len(plan) == mini * epochs
+    for e in range(epochs):
+        seen = np.concatenate([np.concatenate(ranks) for ranks in plan[e * mini:(e + 1) * mini]])
+        assert sorted(seen.tolist()) == list(range(n))
+
+
+def test_reshard_volumes_match_hybridflow_example():
+    """HybridFlow Table 2 on its example: training 1-4-2 (p-t-d) on 8 GPUs, generation 1-2-2-2."""
+    M = 1.0
+    assert reshard_bytes_per_gpu("3d-hybrid-engine", M, train_tp=4, train_pp=1, train_dp=2, gen_tp=2) == 0.25
+    assert reshard_bytes_per_gpu("hybridflow-v", M, train_tp=4, train_pp=1, train_dp=2, gen_tp=2) == 0.75
+    assert reshard_bytes_per_gpu("naive", M, train_tp=4, train_pp=1, train_dp=2, gen_tp=2) == 0.875
+    assert reshard_redundant_bytes_per_gpu("3d-hybrid-engine", M, 4, 1, 2) == 0.0
+    assert reshard_redundant_bytes_per_gpu("hybridflow-v", M, 4, 1, 2) == 0.5
+
+
+def test_reshard_method_orders_switch_time(toy_profile):
+    times = {}
+    for method in ("3d-hybrid-engine", "hybridflow-v", "naive"):
+        data = ppo_2gpu(toy_profile, reshard=method)  # on 8 GPUs: training 1-4-2, generation t_g=2
+        data["cluster"]["pools"]["main"]["gpus_per_node"] = 8
+        for role in ("actor", "reference", "critic", "reward"):
+            data["roles"][role]["parallel"] = {"tp": 4}
+        res = simulate(parse_scenario(data, source="test"))
+        times[method] = res.steps["timing_s/update_weights"].iloc[0]
+    assert times["3d-hybrid-engine"] < times["hybridflow-v"] < times["naive"]
+
+
+def test_disaggregated_rollout_syncs_weights_over_the_nic(toy_profile):
+    data = ppo_2gpu(toy_profile, placement="custom")
+    data["cluster"]["pools"]["gen"] = {"hardware": toy_profile, "nodes": 1, "gpus_per_node": 2}
+    data["roles"]["rollout"]["pool"] = "gen"
+    res = simulate(parse_scenario(data, source="test"))
+    m = ModelShape(**resolve_preset("qwen2.5-0.5b"))
+    sync = res.steps["timing_s/update_weights"]
+    assert sync.iloc[0] == 0.0  # engines start with the initial weights
+    # Broadcast of all weights (bf16) to 2 rollout GPUs at 100 Gb/s, in one 2048 MB bucket, no latency.
+    assert sync.iloc[1] == pytest.approx(m.weight_bytes_total / (100e9 / 8), rel=1e-9)
+    phases = set(res.timeline["phase"])
+    assert "sync" in phases and "switch" not in phases
+
+
+def test_grpo_has_no_critic_and_rule_reward_on_cpu(toy_profile):
+    data = ppo_2gpu(toy_profile)
+    data["algorithm"]["kind"] = "grpo"
+    for role in ("critic", "reward"):
+        del data["roles"][role]
+    res = simulate(parse_scenario(data, source="test"))
+    cols = set(res.steps.columns)
+    assert "timing_s/values" not in cols and "timing_s/update_critic" not in cols
+    assert res.steps["timing_s/reward"].iloc[0] == pytest.approx(4 * 0.002 / 16)
+    assert set(res.timeline["role"]) == {"actor", "rollout", "reference"}
+
+
+def test_remax_adds_a_greedy_generation(toy_profile):
+    data = ppo_2gpu(toy_profile)
+    data["algorithm"]["kind"] = "remax"
+    del data["roles"]["critic"]
+    res = simulate(parse_scenario(data, source="test"))
+    assert (res.steps["timing_s/gen_max"] > 0).all()
+
+
+def test_placement_problems_are_reported_before_simulating(toy_profile):
+    data = ppo_2gpu(toy_profile, placement="standalone")
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(data, source="s.yaml")
+    assert exc.value.lines() == [
+        "s.yaml: schedule.placement_gpus: 2 GPUs do not split evenly into 4 sets; give placement_gpus"
+    ]
+    data = ppo_2gpu(toy_profile, placement="split")  # 1 GPU per set cannot hold tp=2
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(data, source="s.yaml")
+    assert "s.yaml: roles.actor.parallel.tp: with placement 'split': must divide gpus_per_node (1), got 2" in (
+        exc.value.lines()
+    )
+    data = ppo_2gpu(toy_profile)
+    data["algorithm"]["kind"] = "grpo"
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(data, source="s.yaml")
+    assert "s.yaml: roles.critic: grpo has no critic" in exc.value.lines()[0]
+
+
+def test_colocated_memory_failure_names_the_numbers():
+    data = yaml.safe_load((ROOT / "scenarios/hybridflow/ppo-llama-34b.yaml").read_text())
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(data, source="s.yaml")
+    line = exc.value.lines()[0]
+    assert line.startswith("s.yaml: schedule.placement:") and "GB per GPU" in line and "> 80 GB" in line
