@@ -44,8 +44,8 @@ def main() -> None:
     walls: dict[str, list[float]] = {"serial": [], "local": []}
     tables: dict[str, bytes] = {}
     points = 0
-    for _ in range(args.repeats):  # interleaved, so a burst of load elsewhere hits both backends
-        for backend in walls:
+    for i in range(args.repeats):  # interleaved, alternating order: load bursts elsewhere hit both
+        for backend in list(walls)[:: 1 if i % 2 == 0 else -1]:
             wall, points, table = timed_sweep(backend, args.workers)
             walls[backend].append(wall)
             tables[backend] = table

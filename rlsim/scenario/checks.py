@@ -214,7 +214,7 @@ def _check_memory(
     problems: list[Problem],
 ) -> None:
     """Does each role fit on its GPUs at its parallelism? Roles with other problems are skipped."""
-    from rlsim.costs.memory import forward_memory_per_gpu, kv_capacity_tokens, training_memory_per_gpu
+    from rlsim.costs.memory import kv_capacity_tokens
 
     for name in [r for r in scn.roles if r in sound_roles]:  # file order, deterministic output
         role = scn.roles[name]  # type: ignore[index]
@@ -250,13 +250,45 @@ def _check_memory(
                 )
         elif name in TRAINING_ROLES and max_tokens is not None:
             dp = role.parallel.dp or role_gpus(scn, name) // (tp * pp)
-            mem = training_memory_per_gpu(model, hw, tp, pp, dp, max_tokens)
+            mem = role_training_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
         elif name in FORWARD_ROLES and max_tokens is not None:
-            mem = forward_memory_per_gpu(model, hw, tp, pp, max_tokens)
+            dp = role.parallel.dp or role_gpus(scn, name) // (tp * pp)
+            mem = role_forward_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
+
+
+def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int):
+    """Per-GPU training memory of a role as its `train` settings shard it.
+
+    megatron: distributed optimizer (optimizer states sharded over DP, params and grads replicated);
+    fsdp: params, grads and optimizer states all sharded. A micro-batch holds up to
+    `ppo_max_token_len_per_gpu` tokens (dynamic batching), or one sequence if longer.
+    """
+    from rlsim.costs.memory import training_memory_per_gpu
+
+    t = role.train
+    fsdp = t.sharding == "fsdp"
+    return training_memory_per_gpu(
+        model, hw, role.parallel.tp, role.parallel.pp, dp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
+        shard_optimizer=True, shard_grads=fsdp, shard_params=fsdp,
+        activation_checkpointing=t.activation_checkpointing,
+    )
+
+
+def role_forward_memory(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int):
+    """Per-GPU memory of a forward-only role; FSDP keeps 1/dp of the weights (gathered layer by layer)."""
+    from dataclasses import replace
+
+    from rlsim.costs.memory import forward_memory_per_gpu
+
+    t = role.train
+    mem = forward_memory_per_gpu(
+        model, hw, role.parallel.tp, role.parallel.pp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens)
+    )
+    return replace(mem, weights=mem.weights / dp) if t.sharding == "fsdp" else mem
 
 
 def _one_line(exc: BaseException) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlsim.costs.memory import forward_memory_per_gpu, training_memory_per_gpu
 from rlsim.costs.resharding import reshard_redundant_bytes_per_gpu
+from rlsim.scenario.checks import role_forward_memory, role_training_memory
 from rlsim.scenario.errors import Problem
 from rlsim.scenario.schema import Scenario
 
@@ -150,17 +150,14 @@ def colocated_memory(scn: Scenario, pool_name: str, roles: list[str], gpus: int,
         tp, pp = r.parallel.tp, r.parallel.pp
         dp = max(1, gpus // (tp * pp))
         t = r.train
-        micro = max(t.ppo_max_token_len_per_gpu, max_seq_tokens)
         if role in TRAINED:
-            fsdp = t.sharding == "fsdp"
-            m = training_memory_per_gpu(model, hw, tp, pp, dp, micro, shard_optimizer=True, shard_grads=fsdp,
-                                        shard_params=fsdp, activation_checkpointing=t.activation_checkpointing)
+            m = role_training_memory(r, model, hw, dp, max_seq_tokens)
             keep = (0 if t.param_offload else m.weights) + (0 if t.grad_offload else m.grads)
             keep += 0 if t.optimizer_offload else m.optimizer
             resident[role] = keep
             active[role] = m.weights + m.grads + m.optimizer + m.activations - keep
         else:
-            m = forward_memory_per_gpu(model, hw, tp, pp, micro)
+            m = role_forward_memory(r, model, hw, dp, max_seq_tokens)
             resident[role] = 0 if t.param_offload else m.weights
             active[role] = m.weights + m.activations - resident[role]
     states = sum(resident.values())

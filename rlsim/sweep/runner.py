@@ -8,6 +8,7 @@ point cannot stop a sweep. Only the driver writes to the store, so workers need 
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -160,10 +161,15 @@ class LocalBackend:
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> LocalBackend:
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context(), initializer=_ignore_sigint)
         # Start every worker now, before the caller starts threads (a progress bar): see _mp_context.
-        for f in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
-            f.result()
+        # gc.freeze: forked workers' collections then skip the parent's objects (no copy-on-write storm).
+        gc.freeze()
+        try:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context(), initializer=_ignore_sigint)
+            for f in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
+                f.result()
+        finally:
+            gc.unfreeze()
         return self
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
