@@ -390,8 +390,9 @@ def test_training_and_forward_roles_must_fit(base):
     base["roles"]["reference"] = {"pool": "gen", "model": "big", "gpus": 8}
     scn_model = ModelSpec.model_validate({"preset": "llama-2-70b"})
     hw = load_profile("h100-sxm")
-    train = training_memory_per_gpu(scn_model, hw, 8, 1, 1, 512 + 4096)
-    fwd = forward_memory_per_gpu(scn_model, hw, 1, 1, 512 + 4096)
+    # A micro-batch holds ppo_max_token_len_per_gpu (16384 by default) tokens under dynamic batching.
+    train = training_memory_per_gpu(scn_model, hw, 8, 1, 1, 16384)
+    fwd = forward_memory_per_gpu(scn_model, hw, 1, 1, 16384)
     assert not train.fits and not fwd.fits
     assert lines(base) == [
         f"scenario.yaml: roles.actor: does not fit: {train.describe()}",
