@@ -150,7 +150,7 @@ def calibrate(
     except (ValueError, KeyError, FileNotFoundError) as exc:
         _fail([f"{measurements}: {exc}"])
     result = cal.fit(rows, start)
-    console.print(cal.format_report(result), markup=False, highlight=False)
+    typer.echo(cal.format_report(result))  # plain text: a table must not be re-wrapped
     if out is not None:
         cal.write_profile(result.profile, out)
         console.print(f"wrote {out}")
@@ -170,7 +170,7 @@ def reproduce(
         _fail([f"reproduce: unknown name {unknown[0]!r} (known: all, {', '.join(REPRODUCTIONS)})"])
     for n in names:
         target = out / n if name == "all" else out
-        console.print(REPRODUCTIONS[n](target), markup=False, highlight=False)
+        typer.echo(REPRODUCTIONS[n](target))
         console.print(f"wrote {target}/")
 
 
