@@ -118,3 +118,13 @@ def test_packages_list_covers_every_subpackage():
     }
     assert found <= listed, found - listed
     assert {"rlsim.hardware_profiles", "rlsim.scenarios"} <= listed
+
+
+def test_installed_wheel_finds_shipped_data(tmp_path, monkeypatch):
+    """Inside a wheel the data sits at site-packages/rlsim/<name>/, with no checkout around it."""
+    import rlsim.paths as paths
+
+    pkg = tmp_path / "site-packages" / "rlsim"
+    (pkg / "hardware_profiles").mkdir(parents=True)
+    monkeypatch.setattr(paths, "_PACKAGE", pkg)
+    assert paths.shipped_dir("hardware_profiles") == pkg / "hardware_profiles"

@@ -165,7 +165,8 @@ class LocalBackend:
         # gc.freeze: forked workers' collections then skip the parent's objects (no copy-on-write storm).
         gc.freeze()
         try:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context(), initializer=_ignore_sigint)
+            ctx = _mp_context()
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_sigint)
             for f in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
                 f.result()
         finally:
