@@ -9,134 +9,10 @@ generation: a reshard (hybrid engine) when they share GPUs, a NIC broadcast when
 
 from __future__ import annotations
 
-import numpy as np
-import simpy
-
-from rlsim.costs.batching import forward_pass_time, train_pass_time
-from rlsim.costs.offload import offload_time
-from rlsim.costs.resharding import reshard_time, weight_broadcast_time
-from rlsim.engine.fleet import build_engines, register_pools, role_gpus, role_hardware
-from rlsim.engine.request import Request
-from rlsim.schedules.base import Schedule
-from rlsim.schedules.dispatch import assign_engines
-from rlsim.schedules.placement import resolve_placement
-from rlsim.workload import sample_lengths
-
-# verl's forward phases, in the order its trainer calls them, with the role that runs each.
-FORWARD_PHASES = (("reward", "reward"), ("old_log_prob", "actor"), ("ref", "reference"), ("values", "critic"))
-UPDATE_PHASES = (("update_critic", "critic"), ("update_actor", "actor"))
+from rlsim.schedules.rl_base import RLSchedule
 
 
-class HybridFlowSchedule(Schedule):
-    def __init__(self, scenario, env):
-        placement, problems = resolve_placement(scenario)
-        if placement is None:  # validation reports these first; kept for API users who skip it
-            raise ValueError("; ".join(p.message for p in problems))
-        super().__init__(placement.scenario, env)
-        scn = self.scenario
-        register_pools(scn, env)
-        self.engines = build_engines(scn, env, "rollout")
-        self.locks = {name: simpy.Resource(env, capacity=1) for name in scn.cluster.pools}
-        for role, spec in scn.roles.items():
-            if role != "rollout":
-                env.ledger.add_group(role, spec.pool, role_gpus(scn, spec))
-        rollout, actor = scn.roles["rollout"], scn.roles["actor"]
-        self.hybrid = rollout.pool == actor.pool
-        self.samples_trained: list[int] = []
-        self._preemptions = 0
-
-    # ------------------------------------------------------------------ helpers
-
-    def _role(self, name):
-        return self.scenario.roles[name]
-
-    def _dp(self, name) -> int:
-        r = self._role(name)
-        return role_gpus(self.scenario, r) // (r.parallel.tp * r.parallel.pp)
-
-    def _gpn(self, name) -> int:
-        return self.scenario.cluster.pools[self._role(name).pool].gpus_per_node
-
-    def _busy(self, group: str, role: str, phase: str, start: float) -> None:
-        self.env.ledger.record(group, role, phase, start, self.env.now, self.env.rl_step, self.env.policy_version)
-
-    # ------------------------------------------------------------------ costs of phases
-
-    def switch_to_generate_time(self) -> float:
-        """Hybrid engine: reshard weights into the generation layout, offload what training does not need."""
-        scn = self.scenario
-        actor, rollout = self._role("actor"), self._role("rollout")
-        model, hw = scn.models[actor.model], role_hardware(scn, actor)
-        spec = scn.schedule
-        t = reshard_time(
-            spec.reshard, model.weight_bytes_total, hw, actor.parallel.tp, actor.parallel.pp, self._dp("actor"),
-            rollout.parallel.tp, 1, self._gpn("actor"),
-        )
-        t += self._offload_time("actor") + spec.switch_overhead_s
-        return t
-
-    def switch_to_train_time(self) -> float:
-        """Back from generation: bring offloaded training state home (the KV cache is simply freed)."""
-        return self._offload_time("actor")
-
-    def _offload_time(self, role: str) -> float:
-        r = self._role(role)
-        t = r.train
-        if not (t.param_offload or t.grad_offload or t.optimizer_offload):
-            return 0.0
-        fsdp = t.sharding == "fsdp"
-        return offload_time(
-            self.scenario.models[r.model], role_hardware(self.scenario, r), r.parallel.tp, r.parallel.pp,
-            self._dp(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
-            shard_params=fsdp, shard_grads=fsdp,
-        )
-
-    def weight_sync_time(self) -> float:
-        """Disaggregated actor and rollout: bucketed NCCL broadcast of all weights over the NICs."""
-        scn = self.scenario
-        actor, rollout = self._role("actor"), self._role("rollout")
-        hw_a, hw_r = role_hardware(scn, actor), role_hardware(scn, rollout)
-        bw = min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s)
-        return weight_broadcast_time(
-            scn.models[actor.model].weight_bytes_total, bw, role_gpus(scn, rollout),
-            max(hw_a.collective_latency_s, hw_r.collective_latency_s), scn.schedule.weight_sync_bucket_mb * 1e6,
-        )
-
-    def phase_time(self, phase: str, role: str, seq_lens: np.ndarray) -> float:
-        scn = self.scenario
-        r = self._role(role)
-        model, hw = scn.models[r.model], role_hardware(scn, r)
-        t = r.train
-        if phase.startswith("update_"):
-            algo = scn.algorithm
-            return train_pass_time(
-                model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
-                algo.mini_batches, algo.epochs, balance=t.balance_batch, overlap_grad_reduce=t.overlap_grad_reduce,
-                shard_optimizer=True, gpus_per_node=self._gpn(role),
-            )
-        return forward_pass_time(
-            model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
-            t.balance_batch,
-        )
-
-    # ------------------------------------------------------------------ processes
-
-    def _generate(self, n_prompts: int, samples_per_prompt: int, first_rid: int):
-        """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays."""
-        scn, env = self.scenario, self.env
-        prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
-        response = sample_lengths(scn.workload.response_length, len(prompt), env.rng)
-        where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
-        reqs = []
-        for i in range(len(prompt)):
-            req = Request(first_rid + i, int(prompt[i]), int(response[i]), meta={"step": env.rl_step})
-            self.engines[where[i]].submit(req)
-            reqs.append(req)
-        yield env.all_of([r.done for r in reqs])
-        self.requests_done.extend(reqs)
-        self._preemptions += sum(r.preemptions for r in reqs)
-        return prompt, response
-
+class HybridFlowSchedule(RLSchedule):
     def _rollout(self, timing: dict, rid: int):
         """Weights to the engines, then generation (ReMax adds a greedy baseline pass)."""
         env, scn = self.env, self.scenario
@@ -177,37 +53,8 @@ class HybridFlowSchedule(Schedule):
                 self.locks[p].release(r)
         return prompt, response
 
-    def _state_moves(self, phase: str, role: str) -> float:
-        """PCIe onload/offload of a role whose state lives in host memory between its phases.
-
-        Onload before a role's first phase of the step, offload after its last. The actor's moves
-        happen in the hybrid-engine switch instead (around generation).
-        """
-        if role == "actor":
-            return 0.0
-        one_way = self._offload_time(role)
-        if role == "critic":
-            return one_way  # onload before values, offload after update_critic
-        return 2 * one_way
-
-    def _pass(self, phase: str, role: str, seq_lens: np.ndarray, timing: dict):
-        env = self.env
-        pool = self._role(role).pool
-        with self.locks[pool].request() as lock:
-            yield lock
-            start = env.now
-            yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
-            self._busy(role, role, "train" if phase.startswith("update_") else "forward", start)
-            timing[f"timing_s/{phase}"] = env.now - start
-
-    def _rule_reward(self, n: int, timing: dict):
-        algo = self.scenario.algorithm
-        start = self.env.now
-        yield self.env.timeout(n * algo.rule_reward_s_per_sample / algo.rule_reward_workers)
-        timing["timing_s/reward"] = self.env.now - start
-
     def run(self):
-        env, scn = self.env, self.scenario
+        env = self.env
         rid = 0
         for step in range(self.total_steps):
             env.rl_step = step
@@ -216,40 +63,7 @@ class HybridFlowSchedule(Schedule):
             self._preemptions = 0
             prompt, response = yield from self._rollout(timing, rid)
             rid += 2 * len(prompt)
-            seq = prompt + response
-            forwards = []
-            for phase, role in FORWARD_PHASES:
-                if role in scn.roles:
-                    forwards.append(env.process(self._pass(phase, role, seq, timing)))
-                elif phase == "reward":
-                    forwards.append(env.process(self._rule_reward(len(seq), timing)))
-            yield env.all_of(forwards)
-            updates = [
-                env.process(self._pass(ph, role, seq, timing)) for ph, role in UPDATE_PHASES if role in scn.roles
-            ]
-            yield env.all_of(updates)
+            yield from self.train_batch(prompt + response, timing)
             env.policy_version += 1
-            self.samples_trained.append(len(seq))
             self.step_rows.append(self._row(step, start, timing, prompt, response))
 
-    def _row(self, step, start, timing, prompt, response) -> dict:
-        row = {
-            "step": step,
-            "warmup": self.is_warmup(step),
-            "start_s": start,
-            "end_s": self.env.now,
-            **timing,
-            "timing_s/step": self.env.now - start,
-            "samples": len(prompt),
-            "prompt_tokens": int(prompt.sum()),
-            "response_tokens": int(response.sum()),
-            "tokens": int(prompt.sum() + response.sum()),
-            "response_length/mean": float(response.mean()),
-            "response_length/max": int(response.max()),
-            "response_length/min": int(response.min()),
-            "policy_version": self.env.policy_version,
-            "staleness/mean": 0.0,
-            "staleness/max": 0,
-            "preemptions": self._preemptions,
-        }
-        return row

@@ -111,16 +111,35 @@ class Backend(Protocol):
     def run(self, fn: PointFn, tasks: Iterable[PointTask]) -> Iterator[tuple[PointTask, dict]]: ...
 
 
+class _FrozenHeap:
+    """gc.freeze for a while: collections skip the long-lived objects (modules, the plan) made before.
+
+    Serially, that is ~10% less time per small point; before a fork, workers' collections then do
+    not touch (and copy) the parent's pages. Leaves a freeze made by someone else alone.
+    """
+
+    def __enter__(self) -> None:
+        self._mine = gc.get_freeze_count() == 0
+        if self._mine:
+            gc.freeze()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mine:
+            gc.unfreeze()
+
+
 class SerialBackend:
     """In this process, in order: for debugging and for measuring the others."""
 
     workers = 1
 
     def __enter__(self) -> SerialBackend:
+        self._frozen = _FrozenHeap()
+        self._frozen.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self._frozen.__exit__()
 
     def run(self, fn: PointFn, tasks: Iterable[PointTask]) -> Iterator[tuple[PointTask, dict]]:
         for task in tasks:
@@ -162,15 +181,11 @@ class LocalBackend:
 
     def __enter__(self) -> LocalBackend:
         # Start every worker now, before the caller starts threads (a progress bar): see _mp_context.
-        # gc.freeze: forked workers' collections then skip the parent's objects (no copy-on-write storm).
-        gc.freeze()
-        try:
+        with _FrozenHeap():
             ctx = _mp_context()
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_sigint)
             for f in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
                 f.result()
-        finally:
-            gc.unfreeze()
         return self
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
