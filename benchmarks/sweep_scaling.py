@@ -1,7 +1,7 @@
 """Sweep scaling benchmark (issue 7): a 200-point sweep, serial vs the local process pool.
 
 The quickstart scenario over prompts_per_step x samples_per_prompt (20 combinations) x 10 seeds, about
-60 ms a point. Each backend writes a fresh result store; the tables must come out identical. Prints
+50 ms a point. Each backend writes a fresh result store; the tables must come out identical. Prints
 median wall times over repeats and, last, `speedup: X` = median serial wall / median pool wall
 (target >= 1.7 on 2 cores). Runs alternate backends so load from other processes hits both.
 

@@ -47,7 +47,11 @@ def pool_prices(scn: Scenario) -> dict[str, float | None]:
     return prices
 
 
-def summarize(scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame) -> dict:
+def summarize(
+    scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame, staleness: list[int] | None = None
+) -> dict:
+    """The contract's summary. `staleness`: per trained sample (all steps, warm-up first), if the
+    schedule tracks it; percentiles come from it, synchronous schedules have none (all zero)."""
     pool_gpus = {name: pool.gpus for name, pool in scn.cluster.pools.items()}
     num_gpus = sum(pool_gpus.values())
     measured = steps[~steps["warmup"]]
@@ -82,6 +86,18 @@ def summarize(scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame) -> dic
         ),
         "gpu_hours": capacity / 3600.0,
     }
+    measured_samples = int(measured["samples"].sum())
+    values = np.asarray(staleness[-measured_samples:] if staleness else [0], dtype=float)
+    summary["staleness_p50"] = float(np.percentile(values, 50))
+    summary["staleness_p90"] = float(np.percentile(values, 90))
+    if "timing_s/wait_rollout" in measured:
+        summary["trainer_idle_ratio"] = float(measured["timing_s/wait_rollout"].sum()) / window
+    rollout_pool = scn.roles["rollout"].pool if "rollout" in scn.roles else None
+    if rollout_pool is not None and "actor" in scn.roles and scn.roles["actor"].pool != rollout_pool:
+        summary["rollout_idle_ratio"] = idle_by_pool[rollout_pool]
+    for key in ("samples/multi_version", "samples/dropped_stale"):
+        if key in measured:
+            summary[key.replace("/", "_")] = float(measured[key].iloc[-1] if "dropped" in key else measured[key].sum())
     prices = pool_prices(scn)
     if all(p is not None for p in prices.values()):
         cost = sum(pool_gpus[p] * prices[p] for p in pool_gpus) * window / 3600.0

@@ -85,7 +85,10 @@ def simulate(
         engine.close()
     steps = pd.DataFrame(schedule.step_rows)
     timeline = env.ledger.to_frame()
-    summary = summarize(schedule.scenario, steps, timeline)  # placement-resolved pools
+    # Placement-resolved pools; per-sample staleness where the schedule tracks it.
+    summary = summarize(schedule.scenario, steps, timeline, schedule.staleness_values)
+    if hasattr(schedule, "token_accounting"):
+        summary.update(schedule.token_accounting())
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,

@@ -158,6 +158,8 @@ def test_sweep_file_and_command_line_merge(tmp_path):
     assert plan.spec.scenario.resolve() == QUICKSTART and len(plan.points) == 8
     plan = plan_sweep(sweep, grid=["algorithm.samples_per_prompt=2,4,6"], seeds=1)
     assert len(plan.points) == 6 and plan.spec.grid["algorithm.samples_per_prompt"] == ["2", "4", "6"]
+    sweep.write_text("scenario: quickstart\ngrid: {seed: [1, 2]}\n")  # a shipped scenario's name works too
+    assert plan_sweep(sweep).spec.scenario.resolve() == QUICKSTART
     sweep.write_text("scenario: x.yaml\ngrd: {a: [1]}\nseeds: 0\n")
     with pytest.raises(SweepError) as exc:
         plan_sweep(sweep)
@@ -203,6 +205,21 @@ def test_bad_input_exit_2_one_line_each_nothing_run(tmp_path):
     assert "Traceback" not in res.output and not out.exists()
 
 
+def test_only_problems_every_point_has_are_fatal():
+    # The scenario may be invalid on its own if every point fixes it (a template)...
+    plan = plan_sweep(
+        QUICKSTART, grid=["roles.rollout.parallel.tp=1,2"], sets=["roles.rollout.parallel.tp=3"]
+    )
+    assert len(plan.points) == 2
+    # ...but a problem all points share is bad input, as for `rlsim run`; a problem some have is an error row.
+    with pytest.raises(SweepError) as exc:
+        plan_sweep(QUICKSTART, grid=["roles.rollout.parallel.tp=3"])
+    assert exc.value.lines() == [
+        f"{QUICKSTART}: roles.rollout.parallel.tp: must divide gpus_per_node (8), got 3"
+    ]
+    assert len(plan_sweep(QUICKSTART, grid=["roles.rollout.parallel.tp=3,2"]).points) == 2
+
+
 # ---------------------------------------------------------------- run_point and backends
 
 
@@ -218,6 +235,10 @@ def test_run_point_is_picklable_and_matches_rlsim_run():
     assert record["summary"] == flatten_summary(expected)
     assert record["summary"]["idle_fraction_by_pool.gen"] == expected["idle_fraction_by_pool"]["gen"]
     assert "busy_fraction_by_phase.generate" in record["summary"]
+    assert (
+        record["steps"]["timing_s/step"]
+        == simulate(load_scenario(QUICKSTART, list(task.overrides))).steps["timing_s/step"].tolist()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +266,8 @@ def test_serial_table_shape(serial_sweep):
         "roles.rollout.parallel.tp",
     ]
     assert len(list((out / "points").glob("*.json"))) == 8
+    steps = ResultStore(out).steps(df["point_id"][0])
+    assert len(steps) == 3 and "timing_s/gen" in steps.columns
 
 
 def test_process_pool_gives_the_identical_table(serial_sweep, tmp_path):
@@ -320,6 +343,18 @@ def test_failing_points_are_isolated_reported_and_retried(tmp_path, monkeypatch)
     outcome = run_sweep(small_plan(), tmp_path / "flaky", backend="serial", point_fn=_explode_on_point_2)
     assert outcome.table["error"].notna().tolist() == [i == 2 for i in range(8)]
     assert outcome.table.loc[2, "error"] == "RuntimeError: boom"
+
+
+def test_ray_backend_without_ray_is_bad_input(tmp_path, monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    res = cli.invoke(
+        app, ["sweep", str(QUICKSTART), "--grid", GRID[0], "--backend", "ray", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2
+    assert res.output.strip().endswith("--backend ray: Ray is not installed (pip install 'rlsim[ray]')")
+    assert not (tmp_path / "o").exists()
 
 
 def test_store_writes_atomically_and_cleans_dead_tmp(tmp_path):

@@ -40,7 +40,7 @@ def check_scenario(scn: Scenario) -> list[Problem]:
     response_max = _check_length("workload.response_length", scn.workload.response_length, problems)
     max_tokens = prompt_max + response_max if prompt_max and response_max else None
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
-    if not problems and scn.schedule.kind == "hybridflow":
+    if not problems and scn.schedule.kind in ("hybridflow", "one-step-off", "fully-async"):
         from rlsim.schedules.placement import hybridflow_problems  # schedules import the scenario package
 
         problems.extend(hybridflow_problems(scn, max_tokens or 0))

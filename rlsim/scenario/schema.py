@@ -141,6 +141,11 @@ class AlgorithmSpec(Strict):
         description="CPU seconds of a rule-based reward per sample, used when there is no reward role (assumed)",
     )
     rule_reward_workers: int = Field(default=16, gt=0, description="Parallel CPU reward workers (assumed)")
+    launch_reward_fn_async: bool = Field(
+        default=False,
+        description="verl: compute the rule reward concurrently with the forward passes (default: in the driver, "
+        "before them)",
+    )
 
     @property
     def samples_per_step(self) -> int:
@@ -244,7 +249,84 @@ class HybridFlowSpec(Strict):
     dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
 
 
-ScheduleSpec = Annotated[GenerationOnlySpec | HybridFlowSpec, Field(discriminator="kind")]
+class OneStepOffSpec(Strict):
+    """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
+
+    The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
+    engines by a bucketed NCCL broadcast after every update (`timing_s/sync_rollout_weights`).
+    """
+
+    kind: Literal["one-step-off"]
+    placement: Literal["custom"] = "custom"
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
+    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
+
+
+class FullyAsyncSpec(Strict):
+    """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
+
+    The trainer takes `consumer_batch_size` finished prompt groups (oldest first) per step. AReaL's
+    staleness control admits a new group only while
+    started groups <= (max_head_offpolicyness + version + 1) x consumer_batch_size (the code form:
+    capacity = min(max_concurrent_rollouts - running, (eta + version + 1) * B - (accepted + running)));
+    samples older than the bound when training comes are dropped. verl's spelling
+    (`staleness_threshold`, `trigger_parameter_sync_step`, `require_batches`) maps onto the same rule:
+    eta = staleness_threshold, B = consumer groups per weight sync, weights pushed every
+    `trigger_parameter_sync_step` trainer steps.
+    """
+
+    kind: Literal["fully-async"]
+    placement: Literal["custom"] = "custom"
+    consumer_batch_size: int | None = Field(
+        default=None, gt=0, description="Prompt groups per trainer step (default algorithm.prompts_per_step)"
+    )
+    max_head_offpolicyness: float | None = Field(
+        default=4, ge=0, description="Staleness bound eta in policy versions; null = unbounded (ASearcher: 4)"
+    )
+    max_concurrent_rollouts: int | None = Field(
+        default=None, gt=0,
+        description="Prompt groups in flight at most (null: only the staleness rule limits; with eta also null, "
+        "4 x consumer_batch_size)",
+    )
+    interrupt: Literal["keep", "recompute", "abort-resume", "abort-discard"] = Field(
+        default="recompute",
+        description="At a weight update in-flight sequences keep their KV (keep), drop it and re-prefill with the "
+        "new weights (recompute, AReaL), are aborted and resumed from their partial output (abort-resume, "
+        "verl partial rollout), or are aborted and restarted from scratch (abort-discard)",
+    )
+    recompute_logprob: bool = Field(
+        default=True, description="Decoupled PPO: an extra actor forward pass for proximal log-probs (AReaL)"
+    )
+    staleness_threshold: float | None = Field(
+        default=None, ge=0, description="verl fully_async spelling of the staleness bound (overrides eta)"
+    )
+    trigger_parameter_sync_step: int = Field(default=1, gt=0, description="Trainer steps between weight syncs")
+    require_batches: int | None = Field(
+        default=None, gt=0,
+        description="verl: mini-batches per trainer step; consumer groups = require_batches x prompts per mini-batch",
+    )
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    dispatch: Literal["least-loaded"] = Field(
+        default="least-loaded", description="Each new request goes to the engine with the fewest requests"
+    )
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
+    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
+
+    def consumer_groups(self, algo: AlgorithmSpec) -> int:
+        if self.require_batches is not None:
+            return max(1, self.require_batches * algo.prompts_per_step // algo.mini_batches)
+        return self.consumer_batch_size or algo.prompts_per_step
+
+    @property
+    def eta(self) -> float | None:
+        return self.staleness_threshold if self.staleness_threshold is not None else self.max_head_offpolicyness
+
+
+ScheduleSpec = Annotated[
+    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec, Field(discriminator="kind")
+]
 
 
 # ---------------------------------------------------------------- scenario

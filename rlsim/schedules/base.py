@@ -17,6 +17,7 @@ class Schedule(ABC):
         self.step_rows: list[dict] = []
         self.engines: list = []
         self.requests_done: list = []  # finished generation requests (per-sample outputs)
+        self.staleness_values: list[int] = []  # per trained sample: trainer version - oldest token version
 
     @property
     def total_steps(self) -> int:

@@ -202,6 +202,10 @@ def hybridflow_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
         return [Problem("roles", f"{kind} needs role(s) {', '.join(missing)}")]
     if kind != "ppo" and "critic" in scn.roles:
         return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
+    schedule = scn.schedule.kind
+    if schedule != "hybridflow" and scn.roles["rollout"].pool == scn.roles["actor"].pool:
+        return [Problem("roles.rollout.pool", f"{schedule} needs rollout on its own pool, apart from the actor's "
+                        f"({scn.roles['actor'].pool!r})")]
     return placement_problems(scn, max_seq_tokens)
 
 

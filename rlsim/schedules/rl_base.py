@@ -173,7 +173,10 @@ class RLSchedule(Schedule):
             if role in scn.roles:
                 forwards.append(env.process(self._pass(phase, role, seq_lens, timing)))
             elif phase == "reward":
-                forwards.append(env.process(self._rule_reward(len(seq_lens), timing)))
+                reward = env.process(self._rule_reward(len(seq_lens), timing))
+                if not scn.algorithm.launch_reward_fn_async:
+                    yield reward  # verl's driver scores the batch before dispatching the forward passes
+                forwards.append(reward)
         yield env.all_of(forwards)
         updates = [
             env.process(self._pass(ph, role, seq_lens, timing)) for ph, role in UPDATE_PHASES if role in scn.roles

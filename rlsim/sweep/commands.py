@@ -109,16 +109,17 @@ def _short_names(columns: list[str]) -> list[str]:
 def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     """One row per combination (seeds averaged): the swept keys and the headline metrics; failures last."""
     from rlsim.sweep.plot import mean_over_seeds
+    from rlsim.sweep.store import param_column
 
-    params = [p if p in df.columns else f"set.{p}" for p in params]
+    params = [param_column(p, df.columns) for p in params]
     ok = mean_over_seeds(df, params).to_dict("records")
     failed = df[df["error"].notna()].drop_duplicates(subset=params or None).to_dict("records")
     metrics = [c for c in SUMMARY_COLUMNS if c in df.columns and df[c].notna().any()]
     table = Table(title=title, box=box.SIMPLE_HEAD)
     for name in _short_names(params):
-        table.add_column(name, justify="right")
-    for name in metrics:
-        table.add_column(SUMMARY_COLUMNS[name], justify="right")
+        table.add_column(name, justify="right", no_wrap=True, min_width=min(len(name), 8), max_width=18)
+    for header in (SUMMARY_COLUMNS[name] for name in metrics):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     rows = [[_fmt(r.get(c)) for c in (*params, *metrics)] for r in ok]
     rows += [
         [_fmt(r.get(c)) for c in params] + ["[red]failed[/red]"] + [""] * (len(metrics) - 1) for r in failed
@@ -252,10 +253,11 @@ def plot_sweep_command(
         front = pareto_front(data, x, y, maximize=maximize)
         table = Table(title=f"Pareto front ({len(front)} of {len(data)})")
         cols = [c for c in (*df.attrs.get("params", []), x, y) if c in front.columns]
-        for c in dict.fromkeys(cols):
-            table.add_column(c, justify="right")
+        cols = list(dict.fromkeys(cols))
+        for name in _short_names(cols):
+            table.add_column(name, justify="right")
         for _, row in front.iterrows():
-            table.add_row(*[_fmt(row[c]) for c in dict.fromkeys(cols)])
+            table.add_row(*[_fmt(row[c]) for c in cols])
         console.print(table)
     target = out or Path(directory) / f"{_slug(y)}_vs_{_slug(x)}{'_pareto' if pareto else ''}.png"
     target.parent.mkdir(parents=True, exist_ok=True)

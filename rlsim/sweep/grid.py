@@ -2,9 +2,10 @@
 
 A sweep is planned completely before anything runs: every point's overrides are applied and the
 scenario validated, so a typo in a key (or a malformed `--grid`) stops the sweep with one line per
-problem instead of failing 200 times later. Problems that only some points have (a value that does
-not fit in memory, an invalid parallelism) are not fatal: those points run, fail and get an error
-row, because finding the infeasible corner of a grid is often the point of the sweep.
+problem instead of failing 200 times later; so does a problem every point has. Problems that only
+some points have (a value that does not fit in memory, an invalid parallelism) are not fatal: those
+points run, fail and get an error row, because finding the infeasible corner of a grid is often the
+point of the sweep.
 
 Seeds: without `--seeds` every point runs the scenario's own seed, so a point reproduces
 `rlsim run --set ...` exactly. With `--seeds K`, replicate r runs the seed
@@ -197,10 +198,22 @@ def read_sweep_file(path: Path, data: Mapping[str, Any]) -> SweepSpec:
         sets = []
     if lines:
         raise SweepError(lines)
-    scenario_path = Path(scenario).expanduser()
-    if not scenario_path.is_absolute():
-        scenario_path = path.parent / scenario_path
-    return SweepSpec(scenario_path, axes["grid"], axes["zip"], seeds, list(sets), source=src)
+    return SweepSpec(_scenario_path(path, scenario), axes["grid"], axes["zip"], seeds, list(sets), source=src)
+
+
+def _scenario_path(sweep_file: Path, scenario: str) -> Path:
+    """Relative to the sweep file; else the name of a shipped scenario (`quickstart`)."""
+    from rlsim.paths import shipped_dir
+
+    path = Path(scenario).expanduser()
+    if path.is_absolute():
+        return path
+    if (sweep_file.parent / path).exists():
+        return sweep_file.parent / path
+    for candidate in (shipped_dir("scenarios") / path, shipped_dir("scenarios") / f"{scenario}.yaml"):
+        if candidate.is_file():
+            return candidate
+    return sweep_file.parent / path  # the loader reports it missing
 
 
 def build_spec(
@@ -287,21 +300,21 @@ def _flag_of(spec: SweepSpec, override: str) -> str:
     return f"--set {override}"
 
 
-def _validate(spec: SweepSpec, base: dict, source: str, base_dir: Path, combo: Sequence[str]) -> int | None:
-    """Validate one combination; raise SweepError for problems of the sweep's making, else return its seed.
+def _problems(spec: SweepSpec, base: dict, source: str, base_dir: Path, combo: Sequence[str]):
+    """Validate one combination: (its seed or None, structural problem lines, other problem lines).
 
-    Problems an override causes by its key (unknown path, malformed) are fatal: they hit every value.
-    Problems with a value (infeasible, out of range) only fail this combination's points, at run time.
+    Structural problems come from an override's key (unknown path, malformed): they hit every value.
     """
     try:
-        return parse_scenario(base, source, (*spec.set, *combo), base_dir).seed
+        return parse_scenario(base, source, (*spec.set, *combo), base_dir).seed, [], []
     except ScenarioError as exc:
-        fatal = [p for p in exc.problems if p.path.startswith("--set ")]
-        if fatal:
-            raise SweepError(
-                [Problem(_flag_of(spec, p.path[6:]), p.message).line(source) for p in fatal]
-            ) from None
-        return None
+        structural = [
+            Problem(_flag_of(spec, p.path[6:]), p.message).line(source)
+            for p in exc.problems
+            if p.path.startswith("--set ")
+        ]
+        other = [p.line(source) for p in exc.problems if not p.path.startswith("--set ")]
+        return None, structural, other
 
 
 def plan_sweep(
@@ -317,20 +330,17 @@ def plan_sweep(
     spec, base = build_spec(Path(target), grid, zip_, seeds, sets)
     source = str(spec.scenario)
     base_dir = spec.scenario.resolve().parent
-    lines: list[str] = []
-    try:  # the scenario with the sweep's fixed overrides must be valid on its own
-        parse_scenario(base, source, spec.set, base_dir)
-    except ScenarioError as exc:
-        lines += exc.lines()  # and go on: the axes' own problems are reported in the same go
     shash = scenario_hash(base)
     points: list[Point] = []
+    structural: list[str] = []
+    common: list[str] | None = None  # problems every combination has: the scenario's, not a value's
     for combo_index, combo in enumerate(combinations(spec)):
-        try:
-            own_seed = _validate(spec, base, source, base_dir, combo)
-        except SweepError as exc:
-            lines += exc.lines()
-            continue
-        if own_seed is None:  # an invalid point: its seed only has to be stable
+        own_seed, bad_keys, other = _problems(spec, base, source, base_dir, combo)
+        structural += bad_keys
+        common = other if common is None else [line for line in common if line in set(other)]
+        if (
+            own_seed is None
+        ):  # an invalid point runs, fails and gets an error row; its seed only has to be stable
             raw = base.get("seed", 0)
             own_seed = raw if isinstance(raw, int) and raw >= 0 else 0
         seeds_here = [own_seed] if spec.seeds is None else derive_seeds(own_seed, spec.seeds)
@@ -338,6 +348,6 @@ def plan_sweep(
         for replicate, seed in enumerate(seeds_here):
             pid = point_id(shash, (*spec.set, *combo), seed)
             points.append(Point(len(points), pid, combo_index, replicate, seed, combo, params))
-    if lines:
-        raise SweepError(lines)
+    if structural or common:
+        raise SweepError([*(common or []), *structural])
     return SweepPlan(spec, base, source, base_dir, shash, points)

@@ -37,6 +37,11 @@ def _numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
+def _short(key: str) -> str:
+    """`roles.rollout.parallel.tp` -> `tp`: legends and titles stay readable; axes keep the full key."""
+    return key.rsplit(".", 1)[-1]
+
+
 def _label(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -74,7 +79,7 @@ def plot_sweep(
     order = list(dict.fromkeys(data[x].tolist()))
     groups = data.groupby(hue, sort=True, dropna=False) if hue else [(None, data)]
     for value, group in groups:
-        label = f"{hue}={_label(value)}" if hue else None
+        label = f"{_short(hue)}={_label(value)}" if hue else None
         xs = group[x].map(order.index) if categorical else group[x]
         if kind == "scatter":
             ax.scatter(xs, group[y], label=label, alpha=0.8)
@@ -93,7 +98,10 @@ def plot_sweep(
         averaged += [
             p for p in df.attrs.get("params", []) if p not in (x, hue) and p in data and data[p].nunique() > 1
         ]
-    ax.set_title(f"{y} vs {x}" + (f" (mean over {', '.join(averaged)})" if averaged else ""))
+    title = f"{_short(y)} vs {_short(x)}"
+    ax.set_title(
+        title + (f"\nmean over {', '.join(map(_short, averaged))}" if averaged else ""), fontsize="medium"
+    )
     if hue:
         ax.legend(title=None, fontsize="small")
     ax.grid(alpha=0.3)
@@ -144,7 +152,7 @@ def plot_pareto(
         fig = ax.figure
     groups = data.groupby(hue, sort=True, dropna=False) if hue else [(None, data)]
     for value, group in groups:
-        ax.scatter(group[x], group[y], alpha=0.6, label=f"{hue}={_label(value)}" if hue else "points")
+        ax.scatter(group[x], group[y], alpha=0.6, label=f"{_short(hue)}={_label(value)}" if hue else "points")
     ax.step(front[x], front[y], where="pre" if maximize[0] else "post", color="black", lw=1.2)
     ax.scatter(
         front[x],
@@ -160,12 +168,12 @@ def plot_pareto(
     ]
     if keys and len(front) <= 15:
         for _, row in front.iterrows():
-            text = ", ".join(f"{k.rsplit('.', 1)[-1]}={_label(row[k])}" for k in keys)
+            text = ", ".join(f"{_short(k)}={_label(row[k])}" for k in keys)
             ax.annotate(text, (row[x], row[y]), textcoords="offset points", xytext=(5, 5), fontsize="x-small")
     arrows = ("higher" if maximize[0] else "lower", "higher" if maximize[1] else "lower")
     ax.set_xlabel(f"{x} ({arrows[0]} is better)")
     ax.set_ylabel(f"{y} ({arrows[1]} is better)")
-    ax.set_title(f"Pareto front: {y} vs {x}")
+    ax.set_title(f"Pareto front: {_short(y)} vs {_short(x)}", fontsize="medium")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     return fig

@@ -9,6 +9,7 @@ point cannot stop a sweep. Only the driver writes to the store, so workers need 
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import signal
 import socket
@@ -65,7 +66,7 @@ def _plain(value: Any) -> Any:
 
 
 def run_point(task: PointTask) -> dict:
-    """Validate and simulate one point; return its record (summary or error, plus overrides and seed)."""
+    """Validate and simulate one point; return its record (summary or error, steps, overrides, seed)."""
     from rlsim.scenario.loader import parse_scenario
     from rlsim.simulate import simulate
 
@@ -80,7 +81,9 @@ def run_point(task: PointTask) -> dict:
     }
     try:
         scenario = parse_scenario(task.scenario, task.source, task.overrides, Path(task.base_dir))
-        record["summary"] = flatten_summary(simulate(scenario, seed=task.seed).summary)
+        result = simulate(scenario, seed=task.seed)
+        record["summary"] = flatten_summary(result.summary)
+        record["steps"] = result.steps.to_dict("list")  # small: one row per RL step, columnar
     except ScenarioError as exc:
         record["error"] = "; ".join(exc.lines())
     except Exception as exc:  # a bug or an impossible configuration found while simulating
@@ -305,6 +308,8 @@ def make_backend(name: str, workers: int | None = None, ray_address: str | None 
     if name == "local":
         return LocalBackend(workers)
     if name == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise SweepError(["--backend ray: Ray is not installed (pip install 'rlsim[ray]')"])
         return RayBackend(workers, ray_address)
     raise SweepError([f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}"])
 
@@ -354,20 +359,25 @@ def run_sweep(
     rewritten from what is stored, so `out` is always consistent and a re-run completes it.
     `point_fn` exists for tests (fault injection); it must be picklable for the process backends.
     """
+    runner = make_backend(backend, workers, ray_address)  # a bad backend fails before `out` is touched
     store = ResultStore(out)
     store.write_manifest(plan)
     done = store.completed(p.point_id for p in plan.points)
     tasks = tasks_for(plan, done)
     ran = 0
     try:
-        with make_backend(backend, workers, ray_address) as runner:
+        if not tasks:  # nothing left: no pool, no Ray
             if progress is not None:
-                progress.start(len(tasks), len(done))
-            for _task, record in runner.run(point_fn, tasks):
-                store.write_point(record)
-                ran += 1
+                progress.start(0, len(done))
+        else:
+            with runner:
                 if progress is not None:
-                    progress.advance(record)
+                    progress.start(len(tasks), len(done))
+                for _task, record in runner.run(point_fn, tasks):
+                    store.write_point(record)
+                    ran += 1
+                    if progress is not None:
+                        progress.advance(record)
     finally:
         table = store.write_tables(plan)
     failed = int(table["error"].notna().sum())

@@ -2,7 +2,7 @@
 
 Layout of DIR:
     sweep.json          the plan: scenario, axes, seeds and every point (index, id, overrides, seed)
-    points/<id>.json    one record per finished point: flat summary, or an error, plus overrides
+    points/<id>.json    one record per finished point: flat summary (or an error), step table, overrides
     results.csv         one row per recorded point of the plan, sorted by point index
     results.parquet     the same, when pyarrow is importable
 
@@ -84,6 +84,11 @@ class ResultStore:
             return None
         return record if isinstance(record, dict) and record.get("point_id") == pid else None
 
+    def steps(self, pid: str) -> pd.DataFrame:
+        """The step table (steps.csv columns) of a finished point; empty for a failed or missing one."""
+        record = self.read_point(pid) or {}
+        return pd.DataFrame(record.get("steps") or {})
+
     def completed(self, ids: Iterable[str]) -> set[str]:
         """The ids among `ids` with a successful record; failed points are retried."""
         done = set()
@@ -145,6 +150,11 @@ def param_columns(params: Sequence[str], taken: Iterable[str]) -> dict[str, str]
     return {key: (f"set.{key}" if key in taken else key) for key in params}
 
 
+def param_column(key: str, columns: Iterable[str]) -> str:
+    """The column of swept `key` in a finished table (`set.<key>` where a summary key took the name)."""
+    return f"set.{key}" if f"set.{key}" in columns else key
+
+
 def build_table(
     rows: Iterable[tuple[int, str, int, int, dict[str, Any], dict | None]], params: Sequence[str]
 ) -> pd.DataFrame:
@@ -163,7 +173,9 @@ def build_table(
         row[ERROR_COLUMN] = record.get(ERROR_COLUMN) or None
         out.append(row)
     header = [*META_COLUMNS, *columns.values(), *summary_keys, ERROR_COLUMN]
-    return pd.DataFrame(out, columns=header)
+    df = pd.DataFrame(out, columns=header)
+    df.attrs["params"] = list(columns.values())
+    return df
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> bool:
@@ -190,5 +202,5 @@ def load_results(root: str | Path) -> pd.DataFrame:
         params = json.loads((root / "sweep.json").read_text(encoding="utf-8")).get("params", [])
     except (OSError, ValueError):
         params = []
-    df.attrs["params"] = [p if p in df.columns else f"set.{p}" for p in params]
+    df.attrs["params"] = [param_column(p, df.columns) for p in params]
     return df

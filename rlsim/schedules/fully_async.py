@@ -1,0 +1,261 @@
+"""Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
+
+A rollout controller keeps prompt groups in flight on the inference engines, admitting a new group
+only while AReaL's staleness rule allows it; each finished group goes to a buffer. The trainer takes
+`consumer_batch_size` groups, oldest first, as soon as that many are ready, drops samples older than
+the bound, trains, and pushes the new weights: every engine pauses at its next step boundary, the
+weights are broadcast, and in-flight sequences keep their KV, re-prefill with the new weights, or are
+aborted and resumed (or restarted). Every token remembers the policy version that produced it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlsim.engine.request import Request
+from rlsim.schedules.rl_base import RLSchedule
+from rlsim.workload import sample_lengths
+
+
+@dataclass(eq=False)
+class Sample:
+    """One trajectory: possibly several requests (aborted and resumed), one token history."""
+
+    sid: int
+    group: Group
+    prompt_tokens: int
+    response_tokens: int
+    generated: int = 0
+    version_tokens: dict[int, int] = field(default_factory=dict)
+    request: Request | None = None
+    finished: bool = False
+
+    @property
+    def oldest_version(self) -> int:
+        return min(self.version_tokens) if self.version_tokens else 0
+
+
+@dataclass(eq=False)
+class Group:
+    """The n samples of one prompt (GRPO needs the whole group); the unit of admission and training."""
+
+    gid: int
+    start_version: int
+    started_s: float
+    samples: list[Sample] = field(default_factory=list)
+    pending: int = 0
+    finished_s: float | None = None
+
+
+class FullyAsyncSchedule(RLSchedule):
+    def __init__(self, scenario, env):
+        super().__init__(scenario, env)
+        spec, algo = self.scenario.schedule, self.scenario.algorithm
+        self.spec = spec
+        self.batch_groups = spec.consumer_groups(algo)
+        self.eta = spec.eta
+        self.sync_every = spec.trigger_parameter_sync_step
+        # Admission counts groups per weight version the rollout sees: one version per sync.
+        self.admit_unit = self.batch_groups * self.sync_every
+        self.running_groups = 0
+        self.accepted_groups = 0
+        self.buffer: list[Group] = []
+        self.rollout_version = 0
+        self._rollout_wake = None
+        self._trainer_wake = None
+        self._next_gid = 0
+        self._next_rid = 0
+        self._live: dict[Request, Sample] = {}
+        self.dropped_stale = 0
+        self.tokens_discarded = 0
+        self.trained_tokens = 0
+        self.multi_version = 0
+        self.stopping = False
+        self._resubmit: list[Sample] = []
+        self.samples_all: list[Sample] = []
+
+    # ------------------------------------------------------------------ admission (AReaL's rule)
+
+    def capacity(self) -> int:
+        """How many more groups may start now (AReaL code form)."""
+        cap = math.inf
+        if self.spec.max_concurrent_rollouts is not None:
+            cap = self.spec.max_concurrent_rollouts - self.running_groups
+        if self.eta is not None:
+            limit = math.floor((self.eta + self.rollout_version + 1) * self.admit_unit + 1e-9)
+            cap = min(cap, limit - (self.accepted_groups + self.running_groups))
+        if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
+            cap = 4 * self.batch_groups - self.running_groups
+        return max(0, int(cap))
+
+    def _wake(self, attr: str) -> None:
+        ev = getattr(self, attr)
+        if ev is not None and not ev.triggered:
+            ev.succeed()
+
+    def _least_loaded(self):
+        return min(self.engines, key=lambda e: (e.load, e.name))
+
+    def _launch_group(self) -> None:
+        env, scn = self.env, self.scenario
+        algo = scn.algorithm
+        g = Group(self._next_gid, self.rollout_version, env.now)
+        self._next_gid += 1
+        prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
+        responses = sample_lengths(scn.workload.response_length, algo.samples_per_prompt, env.rng)
+        for r in responses:
+            s = Sample(len(self.samples_all), g, prompt, int(r))
+            self.samples_all.append(s)
+            g.samples.append(s)
+            self._submit(s)
+        g.pending = len(g.samples)
+        self.running_groups += 1
+
+    def _submit(self, s: Sample) -> None:
+        """Send a sample's remaining work to the least-loaded engine (continuing from its partial output)."""
+        req = Request(self._next_rid, s.prompt_tokens, s.response_tokens - s.generated, prefix_tokens=s.generated,
+                      meta={"group": s.group.gid})
+        self._next_rid += 1
+        s.request = req
+        self._live[req] = s
+        self._least_loaded().submit(req)
+        req.done.callbacks.append(self._on_done)
+
+    def _on_done(self, event) -> None:
+        req = event.value
+        s = self._live.pop(req, None)
+        if s is None or req.aborted:
+            return  # an aborted request: the weight update resubmits or discards its sample
+        self._absorb(s, req)
+        s.finished = True
+        self.requests_done.append(req)
+        g = s.group
+        g.pending -= 1
+        if g.pending == 0:
+            g.finished_s = self.env.now
+            self.running_groups -= 1
+            self.accepted_groups += 1
+            self.buffer.append(g)
+            self._wake("_trainer_wake")
+            self._wake("_rollout_wake")
+
+    @staticmethod
+    def _absorb(s: Sample, req: Request) -> None:
+        s.generated += req.generated
+        for v, n in req.version_tokens.items():
+            s.version_tokens[v] = s.version_tokens.get(v, 0) + n
+
+    def rollout_loop(self):
+        env = self.env
+        while not self.stopping:
+            for _ in range(self.capacity()):
+                self._launch_group()
+            self._rollout_wake = env.event()
+            yield self._rollout_wake
+            self._rollout_wake = None
+
+    # ------------------------------------------------------------------ weight updates
+
+    def _update_weights(self):
+        """Pause every engine, broadcast the weights, resume with the interruption mode."""
+        env = self.env
+        start = env.now
+        yield env.all_of([e.pause() for e in self.engines])
+        paused = env.now
+        yield env.timeout(self.weight_sync_time())
+        self._busy("actor", "actor", "sync", paused)
+        for e in self.engines:
+            env.ledger.record(e.name, "rollout", "sync", paused, env.now, env.rl_step, env.policy_version)
+        self.rollout_version = env.policy_version
+        mode = self.spec.interrupt
+        if mode in ("abort-resume", "abort-discard"):
+            for e in self.engines:
+                for req in [*e.running, *e.waiting]:
+                    s = self._live.pop(req, None)
+                    e.abort(req)
+                    if s is None:
+                        continue
+                    self._absorb(s, req)
+                    if mode == "abort-discard":  # the partial output is thrown away: restart from scratch
+                        self.tokens_discarded += s.generated
+                        s.generated = 0
+                        s.version_tokens.clear()
+                    self._resubmit.append(s)
+        for e in self.engines:
+            e.resume(version=self.rollout_version, mode="recompute" if mode == "recompute" else "keep")
+        for s in self._resubmit:
+            self._submit(s)
+        self._resubmit.clear()
+        self._wake("_rollout_wake")
+        return env.now - start
+
+    # ------------------------------------------------------------------ trainer
+
+    def _take_batch(self) -> list[Group] | None:
+        """Oldest groups first; samples beyond the staleness bound are dropped, not trained."""
+        if self.eta is not None:
+            keep = []
+            for g in self.buffer:
+                stale = self.env.policy_version - min(s.oldest_version for s in g.samples)
+                if stale > self.eta:
+                    self.dropped_stale += len(g.samples)
+                    self.tokens_discarded += sum(s.generated for s in g.samples)
+                else:
+                    keep.append(g)
+            self.buffer = keep
+        if len(self.buffer) < self.batch_groups:
+            return None
+        self.buffer.sort(key=lambda g: (g.start_version, g.finished_s, g.gid))
+        batch, self.buffer = self.buffer[: self.batch_groups], self.buffer[self.batch_groups:]
+        return batch
+
+    def run(self):
+        env = self.env
+        for e in self.engines:
+            e.weight_version = 0
+        env.process(self.rollout_loop())
+        for step in range(self.total_steps):
+            env.rl_step = step
+            start = env.now
+            self._preemptions = 0
+            while (batch := self._take_batch()) is None:
+                self._trainer_wake = env.event()
+                yield self._trainer_wake
+                self._trainer_wake = None
+            timing = {"timing_s/wait_rollout": env.now - start}
+            samples = [s for g in batch for s in g.samples]
+            prompt = np.array([s.prompt_tokens for s in samples])
+            response = np.array([s.generated for s in samples])
+            version = env.policy_version
+            stale = np.array([version - s.oldest_version for s in samples])
+            self.multi_version += sum(len(s.version_tokens) > 1 for s in samples)
+            skip = () if self.spec.recompute_logprob else ("old_log_prob",)
+            yield from self.train_batch(prompt + response, timing, skip=skip)
+            env.policy_version += 1
+            if (step + 1) % self.sync_every == 0:
+                timing["timing_s/sync_rollout_weights"] = yield from self._update_weights()
+            self.trained_tokens += int(response.sum())
+            self.staleness_values.extend(stale.tolist())
+            row = self._row(step, start, timing, prompt, response)
+            row.update({
+                "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
+                "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
+                "samples/multi_version": int(sum(len(s.version_tokens) > 1 for s in samples)),
+                "samples/dropped_stale": self.dropped_stale,
+                "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - start, 1e-12),
+                "preemptions": sum(e.preemptions for e in self.engines),
+            })
+            self.step_rows.append(row)
+        self.stopping = True
+        self._wake("_rollout_wake")
+
+    def token_accounting(self) -> dict:
+        """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""
+        generated = sum(e.tokens_generated for e in self.engines)
+        trained = self.trained_tokens
+        in_flight = generated - trained - self.tokens_discarded
+        return {"tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": self.tokens_discarded,
+                "tokens_in_flight": in_flight}

@@ -1,0 +1,58 @@
+"""verl one-step-off asynchronous RL (docs/advance/one_step_off.md).
+
+Rollout and training sit on disjoint pools. At step k the trainer waits for batch k (generated
+with the weights of version k-1), pushes its current weights to the engines, launches the
+generation of batch k+1 and trains on batch k meanwhile: generation of k+1 overlaps training of k,
+and every trained sample is exactly one version stale (the first batch: zero).
+"""
+
+from __future__ import annotations
+
+from rlsim.schedules.rl_base import RLSchedule
+
+
+class OneStepOffSchedule(RLSchedule):
+    def _launch(self, rid: int):
+        env = self.env
+        algo = self.scenario.algorithm
+        for e in self.engines:
+            e.weight_version = env.policy_version
+        return env.process(self._timed_generate(algo.prompts_per_step, algo.samples_per_prompt, rid))
+
+    def _timed_generate(self, prompts: int, n: int, rid: int):
+        start = self.env.now
+        prompt, response = yield from self._generate(prompts, n, rid)
+        return prompt, response, self.env.now - start, self.env.now
+
+    def _sync(self):
+        """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
+        env = self.env
+        start = env.now
+        yield env.timeout(self.weight_sync_time())
+        self._busy("actor", "actor", "sync", start)
+        for e in self.engines:
+            env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
+        return env.now - start
+
+    def run(self):
+        env = self.env
+        rid = 0
+        pending = self._launch(rid)
+        for step in range(self.total_steps):
+            env.rl_step = step
+            start = env.now
+            self._preemptions = 0
+            prompt, response, gen_time, gen_end = yield pending
+            timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
+            batch_version = self.engines[0].weight_version
+            rid += len(prompt)
+            timing["timing_s/sync_rollout_weights"] = yield from self._sync()
+            if step + 1 < self.total_steps:
+                pending = self._launch(rid)
+            yield from self.train_batch(prompt + response, timing)
+            staleness = env.policy_version - batch_version
+            env.policy_version += 1
+            row = self._row(step, start, timing, prompt, response)
+            row.update({"staleness/mean": float(staleness), "staleness/max": staleness})
+            self.staleness_values.extend([staleness] * len(prompt))
+            self.step_rows.append(row)
