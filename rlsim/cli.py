@@ -158,7 +158,9 @@ def calibrate(
 
 @app.command()
 def reproduce(
-    name: Annotated[str, typer.Argument(help="What to reproduce: " + ", ".join(["all", "hybridflow-placement"]))],
+    name: Annotated[str, typer.Argument(
+        help="What to reproduce: all, hybridflow-placement, areal-staleness, verl-one-step-off"
+    )],
     out: Annotated[Path, typer.Option(help="Output folder")] = Path("reproduce"),
 ) -> None:
     """Regenerate a published trade-off from shipped scenarios: DIR/<name>/table.csv and a PNG."""

@@ -12,6 +12,20 @@ def _hybridflow_placement(out: Path) -> str:
     return report(out)
 
 
+def _areal_staleness(out: Path) -> str:
+    from rlsim.reproduce.async_rl import areal_report
+
+    return areal_report(out)
+
+
+def _verl_one_step_off(out: Path) -> str:
+    from rlsim.reproduce.async_rl import verl_report
+
+    return verl_report(out)
+
+
 REPRODUCTIONS: dict[str, Callable[[Path], str]] = {
     "hybridflow-placement": _hybridflow_placement,
+    "areal-staleness": _areal_staleness,
+    "verl-one-step-off": _verl_one_step_off,
 }

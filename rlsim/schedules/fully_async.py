@@ -64,6 +64,9 @@ class FullyAsyncSchedule(RLSchedule):
         self.accepted_groups = 0
         self.buffer: list[Group] = []
         self.rollout_version = 0
+        self.syncs = 0  # weight pushes so far: the version index the admission rule counts in
+        # verl's spelling bounds how far rollout runs ahead but never drops samples; AReaL's drops them.
+        self.drop_stale = spec.staleness_threshold is None
         self._rollout_wake = None
         self._trainer_wake = None
         self._next_gid = 0
@@ -85,7 +88,7 @@ class FullyAsyncSchedule(RLSchedule):
         if self.spec.max_concurrent_rollouts is not None:
             cap = self.spec.max_concurrent_rollouts - self.running_groups
         if self.eta is not None:
-            limit = math.floor((self.eta + self.rollout_version + 1) * self.admit_unit + 1e-9)
+            limit = math.floor((self.eta + self.syncs + 1) * self.admit_unit + 1e-9)
             cap = min(cap, limit - (self.accepted_groups + self.running_groups))
         if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
             cap = 4 * self.batch_groups - self.running_groups
@@ -170,6 +173,7 @@ class FullyAsyncSchedule(RLSchedule):
         for e in self.engines:
             env.ledger.record(e.name, "rollout", "sync", paused, env.now, env.rl_step, env.policy_version)
         self.rollout_version = env.policy_version
+        self.syncs += 1
         mode = self.spec.interrupt
         if mode in ("abort-resume", "abort-discard"):
             for e in self.engines:
@@ -196,15 +200,18 @@ class FullyAsyncSchedule(RLSchedule):
 
     def _take_batch(self) -> list[Group] | None:
         """Oldest groups first; samples beyond the staleness bound are dropped, not trained."""
-        if self.eta is not None:
+        if self.eta is not None and self.drop_stale:
             keep = []
             for g in self.buffer:
                 stale = self.env.policy_version - min(s.oldest_version for s in g.samples)
                 if stale > self.eta:
                     self.dropped_stale += len(g.samples)
                     self.tokens_discarded += sum(s.generated for s in g.samples)
+                    self.accepted_groups -= 1  # a rejected group frees its admission slot (AReaL)
                 else:
                     keep.append(g)
+            if len(keep) < len(self.buffer):
+                self._wake("_rollout_wake")
             self.buffer = keep
         if len(self.buffer) < self.batch_groups:
             return None
