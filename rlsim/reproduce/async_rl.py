@@ -66,6 +66,8 @@ def plot_areal(table: pd.DataFrame):
     ax2 = ax.twinx()
     ax2.bar(x, table["staleness_mean"], alpha=0.25, color="gray", label="mean staleness (rlsim)")
     ax2.set_ylabel("mean staleness (versions)")
+    ax.set_zorder(ax2.get_zorder() + 1)  # lines in front of the staleness bars
+    ax.patch.set_visible(False)
     ax.legend(loc="upper left", fontsize=8)
     ax2.legend(loc="lower right", fontsize=8)
     ax.set_title("Speed vs stability: AReaL 1.5B, staleness bound sweep")
