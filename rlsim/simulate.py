@@ -15,7 +15,7 @@ from rlsim.schedules import build_schedule
 
 SAMPLE_COLUMNS = [
     "sample_id", "step", "engine", "prompt_tokens", "response_tokens", "arrival_s", "admitted_s",
-    "finished_s", "preemptions", "oldest_version", "newest_version",
+    "finished_s", "preemptions", "oldest_version", "newest_version", "staleness",
 ]
 
 
@@ -36,6 +36,8 @@ def _samples(requests) -> pd.DataFrame:
         (
             r.rid, r.meta.get("step"), r.engine, r.prompt_tokens, r.generated, r.arrival_s, r.admitted_s,
             r.finished_s, r.preemptions, r.oldest_version, r.newest_version,
+            # trainer version when trained - oldest token version (NaN: generated, not trained)
+            r.meta["trained_version"] - r.oldest_version if "trained_version" in r.meta else float("nan"),
         )
         for r in requests
     ]
@@ -95,5 +97,6 @@ def simulate(
         "wall_time_s": time.perf_counter() - wall0,
         "simulated_time_s": env.now,
     }
-    samples = _samples(getattr(schedule, "requests_done", []))
+    frame = getattr(schedule, "sample_frame", None)
+    samples = frame() if frame is not None else _samples(getattr(schedule, "requests_done", []))
     return Result(scenario, summary, steps, timeline, _engine_stats(schedule.engines), meta, samples)

@@ -409,6 +409,8 @@ def idle_by_pool(
 
 def sample_staleness(samples: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
     """Per sample: the trainer version at the sample's step - the oldest policy version of its tokens."""
+    if "staleness" in samples and samples["staleness"].notna().any():
+        return samples["staleness"].dropna()
     if samples.empty or "oldest_version" not in samples:
         return pd.Series(dtype=float)
     trainer = (

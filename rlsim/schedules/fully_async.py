@@ -32,6 +32,8 @@ class Sample:
     version_tokens: dict[int, int] = field(default_factory=dict)
     request: Request | None = None
     finished: bool = False
+    trained_step: int | None = None
+    trained_version: int | None = None
 
     @property
     def oldest_version(self) -> int:
@@ -238,6 +240,8 @@ class FullyAsyncSchedule(RLSchedule):
             response = np.array([s.generated for s in samples])
             version = env.policy_version
             stale = np.array([version - s.oldest_version for s in samples])
+            for s in samples:
+                s.trained_step, s.trained_version = step, version
             self.multi_version += sum(len(s.version_tokens) > 1 for s in samples)
             skip = () if self.spec.recompute_logprob else ("old_log_prob",)
             yield from self.train_batch(prompt + response, timing, skip=skip)
@@ -258,6 +262,25 @@ class FullyAsyncSchedule(RLSchedule):
             self.step_rows.append(row)
         self.stopping = True
         self._wake("_rollout_wake")
+
+    def sample_frame(self):
+        """One row per sample (a trajectory may span several aborted-and-resumed requests)."""
+        import pandas as pd
+
+        from rlsim.simulate import SAMPLE_COLUMNS
+
+        rows = []
+        for s in self.samples_all:
+            r = s.request
+            trained = s.trained_version is not None
+            rows.append((
+                s.sid, s.trained_step, r.engine if r else None, s.prompt_tokens, s.generated,
+                s.group.started_s, r.admitted_s if r else None, r.finished_s if r else None,
+                r.preemptions if r else 0, min(s.version_tokens) if s.version_tokens else None,
+                max(s.version_tokens) if s.version_tokens else None,
+                s.trained_version - s.oldest_version if trained else float("nan"),
+            ))
+        return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
     def token_accounting(self) -> dict:
         """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""

@@ -38,6 +38,7 @@ class HybridFlowSchedule(RLSchedule):
         gen_start = env.now
         algo = scn.algorithm
         prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt, rid)
+        self.batch_requests = self.last_batch
         timing["timing_s/gen"] = env.now - gen_start
         if algo.kind == "remax":
             base_start = env.now
@@ -64,6 +65,7 @@ class HybridFlowSchedule(RLSchedule):
             prompt, response = yield from self._rollout(timing, rid)
             rid += 2 * len(prompt)
             yield from self.train_batch(prompt + response, timing)
+            self.mark_trained(self.batch_requests)
             env.policy_version += 1
             self.step_rows.append(self._row(step, start, timing, prompt, response))
 

@@ -22,7 +22,7 @@ class OneStepOffSchedule(RLSchedule):
     def _timed_generate(self, prompts: int, n: int, rid: int):
         start = self.env.now
         prompt, response = yield from self._generate(prompts, n, rid)
-        return prompt, response, self.env.now - start, self.env.now
+        return prompt, response, self.env.now - start, self.last_batch
 
     def _sync(self):
         """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
@@ -42,7 +42,7 @@ class OneStepOffSchedule(RLSchedule):
             env.rl_step = step
             start = env.now
             self._preemptions = 0
-            prompt, response, gen_time, gen_end = yield pending
+            prompt, response, gen_time, batch_requests = yield pending
             timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
             batch_version = self.engines[0].weight_version
             rid += len(prompt)
@@ -50,6 +50,7 @@ class OneStepOffSchedule(RLSchedule):
             if step + 1 < self.total_steps:
                 pending = self._launch(rid)
             yield from self.train_batch(prompt + response, timing)
+            self.mark_trained(batch_requests)
             staleness = env.policy_version - batch_version
             env.policy_version += 1
             row = self._row(step, start, timing, prompt, response)

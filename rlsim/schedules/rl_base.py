@@ -131,6 +131,7 @@ class RLSchedule(Schedule):
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
         self.requests_done.extend(reqs)
+        self.last_batch = reqs
         self._preemptions += sum(r.preemptions for r in reqs)
         return prompt, response
 
@@ -162,6 +163,11 @@ class RLSchedule(Schedule):
         start = self.env.now
         yield self.env.timeout(n * algo.rule_reward_s_per_sample / algo.rule_reward_workers)
         timing["timing_s/reward"] = self.env.now - start
+
+    def mark_trained(self, requests) -> None:
+        """Record the trainer version each request's sample is trained at (per-sample staleness)."""
+        for r in requests:
+            r.meta["trained_version"] = self.env.policy_version
 
     def train_batch(self, seq_lens: np.ndarray, timing: dict, skip: tuple[str, ...] = ()):
         """verl's trainer side of a step: forward phases (concurrent across pools), then the updates."""
