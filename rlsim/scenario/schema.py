@@ -202,9 +202,79 @@ LengthDistribution = Annotated[
 ]
 
 
+# ---------------------------------------------------------------- environments and tools (agentic RL)
+
+
+class FixedSeconds(Strict):
+    kind: Literal["fixed"]
+    value: float = Field(ge=0)
+
+
+class UniformSeconds(Strict):
+    kind: Literal["uniform"]
+    min: float = Field(ge=0)
+    max: float = Field(ge=0)
+
+
+class LognormalSeconds(Strict):
+    """Lognormal latency given by its median (what benchmarks report) and sigma, optionally capped."""
+
+    kind: Literal["lognormal"]
+    median: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+    max: float | None = Field(default=None, gt=0)
+
+
+class EmpiricalSeconds(Strict):
+    """Latencies resampled from a CSV column (path relative to the scenario file)."""
+
+    kind: Literal["empirical"]
+    path: str
+    column: str = "seconds"
+
+
+LatencyDistribution = Annotated[
+    FixedSeconds | UniformSeconds | LognormalSeconds | EmpiricalSeconds, Field(discriminator="kind")
+]
+
+
+class EnvPoolSpec(Strict):
+    """CPU-side environment workers (search clients, sandboxes, game servers): a real queue."""
+
+    concurrency: int = Field(gt=0, description="Calls served at once; more wait in a FIFO queue")
+    cold_start_s: float = Field(default=0.0, ge=0, description="Start/reset cost of an environment per trajectory")
+
+
+class ToolSpec(Strict):
+    """One tool: its latency, what it returns, and how it fails (ASearcher: 30 s timeout, 4 attempts, 1/2/4 s)."""
+
+    pool: str = Field(description="Environment pool (key of environments.pools) that serves the calls")
+    latency: LatencyDistribution
+    observation_tokens: LengthDistribution = Field(description="Tokens the call appends to the context")
+    timeout_s: float | None = Field(default=None, gt=0, description="An attempt longer than this is cut off")
+    max_attempts: int = Field(default=1, gt=0, description="Attempts before the call (and trajectory) fails")
+    backoff_s: list[float] = Field(default_factory=list, description="Wait before retry k (last value repeats)")
+    failure_prob: float = Field(default=0.0, ge=0, le=1, description="Chance an attempt fails outright")
+
+
+class EnvironmentsSpec(Strict):
+    pools: dict[str, EnvPoolSpec] = Field(default_factory=dict)
+    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+
+
+class AgentSpec(Strict):
+    """Multi-turn trajectories: generate, call a tool, append its observation, generate again."""
+
+    turns: LengthDistribution = Field(description="Generation turns per trajectory (up to 128)")
+    tokens_per_turn: LengthDistribution = Field(description="Tokens generated per turn")
+    tool_mix: dict[str, float] = Field(description="Probability of each tool after a turn (normalised)")
+    max_context_tokens: int = Field(default=32768, gt=0, description="The trajectory ends when its context is full")
+
+
 class WorkloadSpec(Strict):
     prompt_length: LengthDistribution
-    response_length: LengthDistribution
+    response_length: LengthDistribution = Field(description="Single-turn response length (multi-turn: see agent)")
+    agent: AgentSpec | None = Field(default=None, description="Multi-turn agentic trajectories with tool calls")
 
 
 # ---------------------------------------------------------------- schedule
@@ -343,4 +413,5 @@ class Scenario(Strict):
     roles: dict[RoleName, RoleSpec] = Field(min_length=1)
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     workload: WorkloadSpec
+    environments: EnvironmentsSpec = Field(default_factory=EnvironmentsSpec)
     schedule: ScheduleSpec

@@ -17,6 +17,7 @@ import numpy as np
 
 from rlsim.engine.request import Request
 from rlsim.schedules.rl_base import RLSchedule
+from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import sample_lengths
 
 
@@ -34,6 +35,9 @@ class Sample:
     finished: bool = False
     trained_step: int | None = None
     trained_version: int | None = None
+    observation_tokens: int = 0  # multi-turn: tool output appended to the context (trained, not generated)
+    outcome: str = "completed"
+    trajectory: object | None = None
 
     @property
     def oldest_version(self) -> int:
@@ -110,6 +114,19 @@ class FullyAsyncSchedule(RLSchedule):
         g = Group(self._next_gid, self.rollout_version, env.now)
         self._next_gid += 1
         prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
+        agent = scn.workload.agent
+        if agent is not None:
+            g.pending = algo.samples_per_prompt
+            for turns in sample_lengths(agent.turns, algo.samples_per_prompt, env.rng):
+                s = Sample(len(self.samples_all), g, prompt, 0)
+                self.samples_all.append(s)
+                g.samples.append(s)
+                s.trajectory = Trajectory(s.sid, prompt, int(turns))
+                proc = env.process(run_trajectory(env, self._least_loaded(), self.tools, agent, s.trajectory,
+                                                  self.next_rid, on_request=self._track_turn))
+                proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
+            self.running_groups += 1
+            return
         responses = sample_lengths(scn.workload.response_length, algo.samples_per_prompt, env.rng)
         for r in responses:
             s = Sample(len(self.samples_all), g, prompt, int(r))
@@ -118,6 +135,20 @@ class FullyAsyncSchedule(RLSchedule):
             self._submit(s)
         g.pending = len(g.samples)
         self.running_groups += 1
+
+    def _track_turn(self, req: Request, traj) -> None:
+        """The request a trajectory's current turn runs as (for token accounting of in-flight turns)."""
+        self.samples_all[traj.tid].request = req
+
+    def _trajectory_done(self, s: Sample) -> None:
+        t = s.trajectory
+        s.generated = t.generated
+        s.observation_tokens = t.observation_tokens
+        s.version_tokens = dict(t.version_tokens)
+        s.outcome = t.outcome
+        if t.outcome != "completed":
+            self.tokens_discarded += t.generated  # failed or aborted: its decoding is wasted
+        self._sample_finished(s)
 
     def _submit(self, s: Sample) -> None:
         """Send a sample's remaining work to the least-loaded engine (continuing from its partial output)."""
@@ -135,8 +166,11 @@ class FullyAsyncSchedule(RLSchedule):
         if s is None or req.aborted:
             return  # an aborted request: the weight update resubmits or discards its sample
         self._absorb(s, req)
-        s.finished = True
         self.requests_done.append(req)
+        self._sample_finished(s)
+
+    def _sample_finished(self, s: Sample) -> None:
+        s.finished = True
         g = s.group
         g.pending -= 1
         if g.pending == 0:
@@ -215,6 +249,12 @@ class FullyAsyncSchedule(RLSchedule):
             if len(keep) < len(self.buffer):
                 self._wake("_rollout_wake")
             self.buffer = keep
+        if any(all(s.outcome != "completed" for s in g.samples) for g in self.buffer):
+            # A group whose every trajectory failed has nothing to train on: it frees its slot.
+            dead = [g for g in self.buffer if all(s.outcome != "completed" for s in g.samples)]
+            self.accepted_groups -= len(dead)
+            self.buffer = [g for g in self.buffer if g not in dead]
+            self._wake("_rollout_wake")
         if len(self.buffer) < self.batch_groups:
             return None
         self.buffer.sort(key=lambda g: (g.start_version, g.finished_s, g.gid))
@@ -235,9 +275,10 @@ class FullyAsyncSchedule(RLSchedule):
                 yield self._trainer_wake
                 self._trainer_wake = None
             timing = {"timing_s/wait_rollout": env.now - start}
-            samples = [s for g in batch for s in g.samples]
+            samples = [s for g in batch for s in g.samples if s.outcome == "completed"]
             prompt = np.array([s.prompt_tokens for s in samples])
-            response = np.array([s.generated for s in samples])
+            generated = np.array([s.generated for s in samples])
+            response = generated + np.array([s.observation_tokens for s in samples])
             version = env.policy_version
             stale = np.array([version - s.oldest_version for s in samples])
             for s in samples:
@@ -248,7 +289,7 @@ class FullyAsyncSchedule(RLSchedule):
             env.policy_version += 1
             if (step + 1) % self.sync_every == 0:
                 timing["timing_s/sync_rollout_weights"] = yield from self._update_weights()
-            self.trained_tokens += int(response.sum())
+            self.trained_tokens += int(generated.sum())
             self.staleness_values.extend(stale.tolist())
             row = self._row(step, start, timing, prompt, response)
             row.update({

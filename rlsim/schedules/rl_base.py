@@ -18,6 +18,7 @@ from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
 from rlsim.schedules.placement import resolve_placement
+from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import sample_lengths
 
 # verl's forward phases, in the order its trainer calls them, with the role that runs each.
@@ -43,6 +44,13 @@ class RLSchedule(Schedule):
         rollout, actor = scn.roles["rollout"], scn.roles["actor"]
         self.hybrid = rollout.pool == actor.pool
         self._preemptions = 0
+        self._rid = 10**9  # multi-turn requests: ids apart from single-turn ones
+        self.trajectories: list[Trajectory] = []
+        self.tools = None
+        if scn.environments.tools:
+            from rlsim.engine.tools import ToolRunner
+
+            self.tools = ToolRunner(env, scn.environments)
 
     # ------------------------------------------------------------------ helpers
 
@@ -118,8 +126,34 @@ class RLSchedule(Schedule):
             t.balance_batch,
         )
 
+    def next_rid(self) -> int:
+        self._rid += 1
+        return self._rid
+
+    def _generate_agentic(self, n_prompts: int, samples_per_prompt: int):
+        """Multi-turn trajectories, each sticky to one engine; returns (prompt, trained tokens - prompt)."""
+        scn, env = self.scenario, self.env
+        agent = scn.workload.agent
+        prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
+        turns = sample_lengths(agent.turns, len(prompt), env.rng)
+        where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
+        trajs, procs = [], []
+        for i in range(len(prompt)):
+            t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
+            trajs.append(t)
+            procs.append(env.process(run_trajectory(env, self.engines[where[i]], self.tools, agent, t, self.next_rid)))
+        yield env.all_of(procs)
+        self.trajectories.extend(trajs)
+        done = [t for t in trajs if t.outcome == "completed"]
+        self.last_batch = []
+        prompt = np.array([t.prompt_tokens for t in done], dtype=np.int64)
+        rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
+        return prompt, rest
+
     def _generate(self, n_prompts: int, samples_per_prompt: int, first_rid: int):
         """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays."""
+        if self.scenario.workload.agent is not None:
+            return (yield from self._generate_agentic(n_prompts, samples_per_prompt))
         scn, env = self.scenario, self.env
         prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
         response = sample_lengths(scn.workload.response_length, len(prompt), env.rng)

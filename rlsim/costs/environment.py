@@ -1,0 +1,94 @@
+"""Environment (tool / sandbox / search API) costs: latency draws, retry backoff, attempt outcomes.
+
+Pure functions of a distribution and the run's generator, so the SimPy side (rlsim/engine/tools.py)
+only decides *when* things happen. Lognormal latencies are given by their median because that is
+what benchmarks of search servers and sandboxes report (REFERENCE.md section 7).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Literal, overload
+
+import numpy as np
+import pandas as pd
+
+from rlsim.scenario.schema import (
+    EmpiricalSeconds,
+    FixedSeconds,
+    LatencyDistribution,
+    LognormalSeconds,
+    UniformSeconds,
+)
+
+Outcome = Literal["ok", "failed", "timeout"]
+
+
+@cache
+def _empirical_seconds(path: str, column: str) -> np.ndarray:
+    """One read per (file, column) per process: a long run draws thousands of latencies from it."""
+    values = pd.read_csv(Path(path))[column].to_numpy(dtype=float)
+    if values.size == 0:
+        raise ValueError(f"no latencies in column {column!r} of {path}")
+    if np.isnan(values).any() or (values < 0).any():
+        raise ValueError(f"column {column!r} of {path} holds missing or negative latencies")
+    values.setflags(write=False)  # shared by every caller through the cache
+    return values
+
+
+@overload
+def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: None = None) -> float: ...
+@overload
+def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int) -> np.ndarray: ...
+
+
+def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
+    """Seconds of one attempt (a float when n is None, else an array of n); fixed latencies draw nothing."""
+    size = 1 if n is None else n
+    if isinstance(dist, FixedSeconds):
+        x = np.full(size, float(dist.value))
+    elif isinstance(dist, UniformSeconds):
+        if dist.min > dist.max:
+            raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
+        x = rng.uniform(dist.min, dist.max, size=size)
+    elif isinstance(dist, LognormalSeconds):
+        x = rng.lognormal(math.log(dist.median), dist.sigma, size=size)
+        if dist.max is not None:
+            x = np.minimum(x, dist.max)
+    elif isinstance(dist, EmpiricalSeconds):
+        x = rng.choice(_empirical_seconds(dist.path, dist.column), size=size, replace=True)
+    else:
+        raise TypeError(f"unknown latency distribution {type(dist).__name__}")
+    return float(x[0]) if n is None else x
+
+
+def attempt_outcome(latency_s: float, failed: bool, timeout_s: float | None) -> tuple[Outcome, float]:
+    """(outcome, seconds the attempt holds its slot): a timeout cuts the attempt off at timeout_s.
+
+    A timed-out attempt never gets to report its own failure, so the timeout wins over `failed`.
+    """
+    if timeout_s is not None and latency_s > timeout_s:
+        return "timeout", timeout_s
+    return ("failed" if failed else "ok"), latency_s
+
+
+def backoff_delay(backoff_s: Sequence[float], attempt: int) -> float:
+    """Wait after the `attempt`-th failed attempt (k >= 1 waits backoff_s[k-1], the last value repeating).
+
+    ASearcher's search tool retries after 1, 2, 4 s; an empty list retries at once, attempt 0 waits 0.
+    """
+    if attempt < 0:
+        raise ValueError(f"attempt must be >= 0, got {attempt}")
+    if attempt == 0 or not backoff_s:
+        return 0.0
+    return float(backoff_s[min(attempt, len(backoff_s)) - 1])
+
+
+def worst_case_call_s(latency_cap_s: float, timeout_s: float | None, max_attempts: int,
+                      backoff_s: Sequence[float]) -> float:
+    """Longest a call can take without queueing (every attempt cut off or at its cap, every backoff waited)."""
+    attempt_s = latency_cap_s if timeout_s is None else min(latency_cap_s, timeout_s)
+    return max_attempts * attempt_s + sum(backoff_delay(backoff_s, k) for k in range(1, max_attempts))

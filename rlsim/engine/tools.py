@@ -1,0 +1,264 @@
+"""Environment pools and tool calls: the CPU side of agentic rollouts, as real FIFO queues.
+
+An `EnvironmentPool` is a fixed number of workers (search clients, sandboxes, game servers); calls
+beyond its concurrency wait in FIFO order, which is where long-horizon agents lose time when many
+trajectories call tools at once (ASearcher: <= 20 concurrent searches per process). A `ToolRunner`
+turns one tool call into attempts on a pool: each attempt queues for a slot, holds it for a latency
+drawn from the tool's distribution (cut off at the timeout), may fail, and a failed attempt gives its
+slot back before waiting out the backoff, exactly as a client-side retry loop does.
+
+All randomness comes from `env.rng`, drawn in event order (latency, then the failure draw when
+0 < failure_prob < 1, then the observation length of a successful call), so a run is reproducible
+from its seed and a tool that cannot fail leaves the generator's stream untouched by failure draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Hashable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from rlsim.costs.environment import Outcome, attempt_outcome, backoff_delay, sample_latency
+from rlsim.scenario.schema import EnvironmentsSpec, EnvPoolSpec, ToolSpec
+from rlsim.workload import sample_lengths
+
+TOOL_STATS_COLUMNS = [
+    "calls", "ok_calls", "failed_calls", "attempts", "failed_attempts", "timeouts",
+    "latency_p50_s", "latency_p90_s", "latency_p99_s", "queue_p50_s", "queue_p90_s", "mean_queue_s",
+]
+POOL_STATS_COLUMNS = [
+    "concurrency", "cold_start_s", "requests", "cold_starts", "max_in_service", "busy_fraction", "mean_queue_s",
+]
+
+
+class EnvironmentPool:
+    """`concurrency` workers behind one FIFO queue, with the bookkeeping to prove the limit holds."""
+
+    def __init__(self, env: simpy.Environment, name: str, spec: EnvPoolSpec) -> None:
+        self.env = env
+        self.name = name
+        self.spec = spec
+        self.resource = simpy.Resource(env, capacity=spec.concurrency)
+        self.in_service = 0
+        self.max_in_service = 0
+        self.queue_times: list[float] = []  # per slot request, in grant order
+        self._busy_slot_s = 0.0  # integral of in_service over time up to _changed_at
+        self._changed_at = 0.0
+        self._cold_started: set[Hashable] = set()
+
+    @property
+    def concurrency(self) -> int:
+        return self.spec.concurrency
+
+    def _set_in_service(self, delta: int) -> None:
+        now = self.env.now
+        self._busy_slot_s += self.in_service * (now - self._changed_at)
+        self._changed_at = now
+        self.in_service += delta
+        if self.in_service > self.concurrency or self.in_service < 0:
+            raise RuntimeError(f"environment pool {self.name!r}: {self.in_service} in service, "
+                               f"concurrency {self.concurrency}")
+        self.max_in_service = max(self.max_in_service, self.in_service)
+
+    def hold(self, seconds: float | Callable[[], float]) -> Generator[simpy.Event, object, float]:
+        """Queue for a slot, keep it `seconds`, give it back; returns the time spent queueing.
+
+        `seconds` may be a function called once the slot is granted, so that draws happen in event order.
+        """
+        asked = self.env.now
+        with self.resource.request() as req:
+            yield req
+            queued = self.env.now - asked
+            self.queue_times.append(queued)
+            self._set_in_service(+1)
+            try:
+                yield self.env.timeout(seconds() if callable(seconds) else seconds)
+            finally:
+                self._set_in_service(-1)
+        return queued
+
+    def cold_start(self, trajectory: Hashable) -> Generator[simpy.Event, object, float]:
+        """Charge the environment's start/reset once per trajectory, on a slot; returns the seconds it took.
+
+        Use with `yield from` (or wrap in env.process) at trajectory start; a second call for the same
+        trajectory, or a pool without a cold start, costs nothing and takes no slot.
+        """
+        if self.spec.cold_start_s <= 0 or trajectory in self._cold_started:
+            return 0.0
+        self._cold_started.add(trajectory)
+        start = self.env.now
+        yield from self.hold(self.spec.cold_start_s)
+        return self.env.now - start
+
+    def busy_slot_seconds(self) -> float:
+        """Slot-seconds in service over [0, env.now], including calls still running."""
+        return self._busy_slot_s + self.in_service * (self.env.now - self._changed_at)
+
+    def busy_fraction(self) -> float:
+        now = self.env.now
+        return self.busy_slot_seconds() / (self.concurrency * now) if now > 0 else 0.0
+
+    @property
+    def cold_starts(self) -> int:
+        return len(self._cold_started)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """How one tool call went, as the trajectory sees it (times in seconds of simulated wall clock)."""
+
+    tool: str
+    ok: bool
+    attempts: int
+    outcome: Outcome  # "ok", or the last attempt's reason ("failed" | "timeout")
+    latency_s: float  # call start -> end: queueing, service and backoff
+    queue_s: float  # waiting for a slot, all attempts
+    service_s: float  # holding a slot, all attempts
+    observation_tokens: int  # tokens appended to the context (0 unless ok)
+    start_s: float = 0.0
+    end_s: float = 0.0
+
+    @property
+    def backoff_s(self) -> float:
+        return self.latency_s - self.queue_s - self.service_s
+
+
+@dataclass
+class _ToolStats:
+    calls: int = 0
+    ok_calls: int = 0
+    attempts: int = 0
+    failed_attempts: int = 0
+    timeouts: int = 0
+    latencies: list[float] = field(default_factory=list)
+    queue_times: list[float] = field(default_factory=list)
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+class ToolRunner:
+    """The scenario's environment pools and tools; `call(tool)` runs one call with its retries."""
+
+    def __init__(self, env: simpy.Environment, spec: EnvironmentsSpec) -> None:
+        missing = {t: s.pool for t, s in spec.tools.items() if s.pool not in spec.pools}
+        if missing:
+            raise ValueError(f"tools on undefined environment pools: {missing} (pools: {sorted(spec.pools)})")
+        self.env = env
+        self.spec = spec
+        self.pools: dict[str, EnvironmentPool] = {n: EnvironmentPool(env, n, p) for n, p in spec.pools.items()}
+        self.tools: dict[str, ToolSpec] = dict(spec.tools)
+        self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
+
+    def call(self, tool: str) -> Generator[simpy.Event, object, ToolResult]:
+        """One tool call with up to max_attempts attempts (use with `yield from` inside a SimPy process)."""
+        spec = self.tools[tool]
+        pool = self.pools[spec.pool]
+        rng: np.random.Generator = self.env.rng  # type: ignore[attr-defined]
+        stats = self._stats[tool]
+        stats.calls += 1
+        start = self.env.now
+        queue_s = service_s = 0.0
+        outcome: Outcome = "failed"
+        attempt = 0
+        while attempt < spec.max_attempts:
+            if attempt > 0:
+                wait = backoff_delay(spec.backoff_s, attempt)
+                if wait > 0:
+                    yield self.env.timeout(wait)
+            attempt += 1
+            drawn: list[tuple[Outcome, float]] = []
+            queue_s += yield from pool.hold(partial(_draw_attempt, spec, rng, drawn))
+            outcome, held = drawn[0]
+            service_s += held
+            stats.attempts += 1
+            if outcome == "ok":
+                break
+            if outcome == "timeout":
+                stats.timeouts += 1
+            else:
+                stats.failed_attempts += 1
+        ok = outcome == "ok"
+        tokens = int(sample_lengths(spec.observation_tokens, 1, rng)[0]) if ok else 0
+        end = self.env.now
+        stats.ok_calls += ok
+        stats.latencies.append(end - start)
+        stats.queue_times.append(queue_s)
+        return ToolResult(tool, ok, attempt, outcome, end - start, queue_s, service_s, tokens, start, end)
+
+    def cold_start(
+        self, trajectory: Hashable, pools: list[str] | None = None
+    ) -> Generator[simpy.Event, object, float]:
+        """Start a trajectory's environments, one pool after another (default: every pool with a cold start)."""
+        total = 0.0
+        for name in sorted(self.pools) if pools is None else pools:
+            total += yield from self.pools[name].cold_start(trajectory)
+        return total
+
+    def stats_frame(self) -> pd.DataFrame:
+        """One row per tool (index `tool`): call and attempt counts, latency and queueing percentiles.
+
+        `calls` counts every call started; ok_calls + failed_calls the finished ones (a call whose process was
+        interrupted, e.g. an aborted trajectory, is neither). Percentiles are over finished calls, NaN if none.
+        """
+        rows = {}
+        for tool, s in self._stats.items():
+            rows[tool] = {
+                "calls": s.calls,
+                "ok_calls": s.ok_calls,
+                "failed_calls": len(s.latencies) - s.ok_calls,
+                "attempts": s.attempts,
+                "failed_attempts": s.failed_attempts,
+                "timeouts": s.timeouts,
+                "latency_p50_s": _pct(s.latencies, 50),
+                "latency_p90_s": _pct(s.latencies, 90),
+                "latency_p99_s": _pct(s.latencies, 99),
+                "queue_p50_s": _pct(s.queue_times, 50),
+                "queue_p90_s": _pct(s.queue_times, 90),
+                "mean_queue_s": float(np.mean(s.queue_times)) if s.queue_times else float("nan"),
+            }
+        df = pd.DataFrame.from_dict(rows, orient="index", columns=TOOL_STATS_COLUMNS)
+        df.index.name = "tool"
+        return df
+
+    def pool_frame(self) -> pd.DataFrame:
+        """One row per pool (index `pool`): concurrency, peak occupancy, busy fraction over [0, env.now]."""
+        rows = {
+            name: {
+                "concurrency": p.concurrency,
+                "cold_start_s": p.spec.cold_start_s,
+                "requests": len(p.queue_times),
+                "cold_starts": p.cold_starts,
+                "max_in_service": p.max_in_service,
+                "busy_fraction": p.busy_fraction(),
+                "mean_queue_s": float(np.mean(p.queue_times)) if p.queue_times else float("nan"),
+            }
+            for name, p in self.pools.items()
+        }
+        df = pd.DataFrame.from_dict(rows, orient="index", columns=POOL_STATS_COLUMNS)
+        df.index.name = "pool"
+        return df
+
+
+def _draw_attempt(spec: ToolSpec, rng: np.random.Generator, out: list[tuple[Outcome, float]]) -> float:
+    """Draw an attempt's fate once its slot is granted; appends (outcome, seconds held) to `out`."""
+    latency = sample_latency(spec.latency, rng)
+    failed = _failure_draw(spec.failure_prob, rng, latency, spec.timeout_s)
+    out.append(attempt_outcome(latency, failed, spec.timeout_s))
+    return out[-1][1]
+
+
+def _failure_draw(failure_prob: float, rng: np.random.Generator, latency: float, timeout_s: float | None) -> bool:
+    """Whether the attempt fails outright; certain outcomes and cut-off attempts draw nothing."""
+    if failure_prob <= 0.0:
+        return False
+    if failure_prob >= 1.0:
+        return True
+    if timeout_s is not None and latency > timeout_s:
+        return False  # the timeout wins; no need to spend a draw
+    return bool(rng.random() < failure_prob)

@@ -1,0 +1,95 @@
+"""Multi-turn agentic trajectories: generate, call a tool, append its observation, generate again.
+
+A trajectory is sticky to one engine, so its prefix stays in that engine's prefix cache between turns
+(re-prefilled only when evicted or after a weight update drops the KV). Each turn is one request whose
+`prefix_tokens` is the context so far and whose `prompt_tokens` are the new tokens (the prompt, then
+each observation). Tool calls run on CPU-side environment pools (rlsim/engine/tools.py): the GPUs do
+not wait on them unless the schedule makes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlsim.engine.request import Request
+from rlsim.workload import sample_lengths
+
+OUTCOMES = ("completed", "failed", "aborted", "dropped")
+
+
+@dataclass(eq=False)
+class Trajectory:
+    """Where one sample's multi-turn rollout stands and how it ended."""
+
+    tid: int
+    prompt_tokens: int
+    turns_planned: int
+    context: int = 0
+    generated: int = 0
+    observation_tokens: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+    outcome: str | None = None  # one of OUTCOMES once finished
+    reason: str = ""  # failed: "<tool> after <n> attempts"; aborted/dropped: why
+    version_tokens: dict[int, int] = field(default_factory=dict)
+    turn_spans: list[tuple[float, float]] = field(default_factory=list)  # generation turns in time
+    engine: str | None = None
+    started_s: float = 0.0
+    finished_s: float | None = None
+
+    @property
+    def sequence_tokens(self) -> int:
+        """What the trainer sees: prompt, every generated token and every observation."""
+        return self.prompt_tokens + self.generated + self.observation_tokens
+
+
+def pick_tool(tool_mix: dict[str, float], rng: np.random.Generator) -> str:
+    names = sorted(tool_mix)
+    weights = np.array([tool_mix[n] for n in names], dtype=float)
+    return names[int(rng.choice(len(names), p=weights / weights.sum()))]
+
+
+def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_request=None):
+    """SimPy process body (use with `yield from`): the turns of one trajectory on one engine."""
+    rng = env.rng
+    traj.engine = engine.name
+    traj.started_s = env.now
+    new_tokens = traj.prompt_tokens
+    for turn in range(traj.turns_planned):
+        room = agent.max_context_tokens - traj.context - new_tokens
+        if room <= 0:
+            break  # the observation filled the context: the trajectory ends here
+        want = int(sample_lengths(agent.tokens_per_turn, 1, rng)[0])
+        req = Request(next_rid(), new_tokens, max(1, min(want, room)), prefix_tokens=traj.context,
+                      trajectory_id=("traj", traj.tid), meta={"trajectory": traj.tid, "turn": turn})
+        start = env.now
+        engine.submit(req)
+        if on_request is not None:
+            on_request(req, traj)
+        yield req.done
+        if req.aborted:
+            traj.outcome, traj.reason = "aborted", "aborted during generation"
+            break
+        traj.turn_spans.append((start, env.now))
+        traj.turns += 1
+        traj.context += new_tokens + req.generated
+        traj.generated += req.generated
+        if turn > 0:
+            traj.observation_tokens += new_tokens
+        for v, n in req.version_tokens.items():
+            traj.version_tokens[v] = traj.version_tokens.get(v, 0) + n
+        if turn == traj.turns_planned - 1 or traj.context >= agent.max_context_tokens:
+            break
+        tool = pick_tool(agent.tool_mix, rng)
+        traj.tool_calls += 1
+        result = yield from tools.call(tool)
+        if not result.ok:
+            traj.outcome, traj.reason = "failed", f"{tool} {result.outcome} after {result.attempts} attempts"
+            break
+        new_tokens = result.observation_tokens
+    if traj.outcome is None:
+        traj.outcome = "completed"
+    traj.finished_s = env.now
+    return traj
