@@ -91,6 +91,8 @@ def simulate(
     summary = summarize(schedule.scenario, steps, timeline, schedule.staleness_values)
     if hasattr(schedule, "token_accounting"):
         summary.update(schedule.token_accounting())
+    elif hasattr(schedule, "outcome_counts"):
+        summary.update(schedule.outcome_counts())
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,

@@ -39,8 +39,9 @@ def check_scenario(scn: Scenario) -> list[Problem]:
     prompt_max = _check_length("workload.prompt_length", scn.workload.prompt_length, problems)
     response_max = _check_length("workload.response_length", scn.workload.response_length, problems)
     max_tokens = prompt_max + response_max if prompt_max and response_max else None
+    _check_environments(scn, problems)
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
-    if not problems and scn.schedule.kind in ("hybridflow", "one-step-off", "fully-async"):
+    if not problems and scn.schedule.kind in ("hybridflow", "one-step-off", "fully-async", "roll"):
         from rlsim.schedules.placement import hybridflow_problems  # schedules import the scenario package
 
         problems.extend(hybridflow_problems(scn, max_tokens or 0))
@@ -258,6 +259,34 @@ def _check_memory(
             mem = role_forward_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
+
+
+def _check_environments(scn: Scenario, problems: list[Problem]) -> None:
+    """Tools must name defined pools; an agent's tools must be defined; multi-turn limits."""
+    envs = scn.environments
+    for name, tool in envs.tools.items():
+        if tool.pool not in envs.pools:
+            problems.append(Problem(f"environments.tools.{name}.pool",
+                                    f"unknown pool {tool.pool!r} (known: {', '.join(sorted(envs.pools)) or 'none'})"))
+        if tool.latency.kind == "empirical" and not Path(tool.latency.path).is_file():
+            problems.append(Problem(f"environments.tools.{name}.latency.path", f"file not found: {tool.latency.path}"))
+    agent = scn.workload.agent
+    if agent is None:
+        return
+    for tool, weight in agent.tool_mix.items():
+        if tool not in envs.tools:
+            problems.append(Problem(f"workload.agent.tool_mix.{tool}",
+                                    f"unknown tool (known: {', '.join(sorted(envs.tools)) or 'none'})"))
+        elif weight < 0:
+            problems.append(Problem(f"workload.agent.tool_mix.{tool}", f"must be >= 0, got {weight}"))
+    if agent.tool_mix and sum(agent.tool_mix.values()) <= 0:
+        problems.append(Problem("workload.agent.tool_mix", "weights must add up to more than 0"))
+    if not agent.tool_mix:
+        problems.append(Problem("workload.agent.tool_mix", "an agent needs at least one tool"))
+    interrupt = getattr(scn.schedule, "interrupt", None)
+    if interrupt in ("abort-resume", "abort-discard"):
+        problems.append(Problem("schedule.interrupt", f"{interrupt!r} is for single-turn samples; multi-turn "
+                                "trajectories keep or recompute their KV"))
 
 
 def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int):

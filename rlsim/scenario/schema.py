@@ -215,6 +215,12 @@ class UniformSeconds(Strict):
     min: float = Field(ge=0)
     max: float = Field(ge=0)
 
+    @model_validator(mode="after")
+    def _order(self) -> UniformSeconds:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        return self
+
 
 class LognormalSeconds(Strict):
     """Lognormal latency given by its median (what benchmarks report) and sigma, optionally capped."""
@@ -394,8 +400,45 @@ class FullyAsyncSpec(Strict):
         return self.staleness_threshold if self.staleness_threshold is not None else self.max_head_offpolicyness
 
 
+class RollSpec(Strict):
+    """ROLL's rollout scheduling (REFERENCE.md section 8) on a rollout pool of its own.
+
+    `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
+    fractions allowed); a training batch takes only groups started at step >= current - ceil(alpha),
+    older ones are aborted. Each prompt is replicated into its samples (one request each) and scored as
+    soon as it finishes (sample-level queue scheduling). Redundant environment rollout launches
+    `samples_per_prompt + group_size_redundancy` episodes per group and keeps the first finishers.
+    Dynamic sampling drops groups whose rewards are all equal (probability `filter_prob` per group)
+    and launches replacements, with up to `max_additional_running_prompts` extra groups running ahead.
+    """
+
+    kind: Literal["roll"]
+    placement: Literal["custom"] = "custom"
+    async_generation_ratio: float = Field(default=1.0, ge=0, description="alpha (ROLL async_generation_ratio)")
+    group_size_redundancy: int = Field(default=0, ge=0, description="Extra episodes per group; first finishers win")
+    dynamic_sampling: bool = Field(default=False, description="Drop all-equal-reward groups and replace them")
+    filter_prob: float = Field(default=0.0, ge=0, le=1, description="Chance a finished group's rewards are all equal")
+    max_additional_running_prompts: int = Field(default=0, ge=0, description="Extra groups allowed in flight")
+    interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
+    recompute_logprob: bool = Field(default=True, description="Old log-probs from an actor forward pass")
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0)
+    dispatch: Literal["least-loaded"] = "least-loaded"
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
+    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
+    staleness_threshold: None = None
+    trigger_parameter_sync_step: int = 1
+    max_concurrent_rollouts: int | None = Field(default=None, gt=0, description="Groups in flight at most")
+
+    def consumer_groups(self, algo: AlgorithmSpec) -> int:
+        return algo.prompts_per_step
+
+    @property
+    def eta(self) -> float:
+        return self.async_generation_ratio
+
+
 ScheduleSpec = Annotated[
-    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec, Field(discriminator="kind")
+    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec | RollSpec, Field(discriminator="kind")
 ]
 
 

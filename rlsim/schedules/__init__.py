@@ -7,12 +7,14 @@ from rlsim.schedules.fully_async import FullyAsyncSchedule
 from rlsim.schedules.generation_only import GenerationOnlySchedule
 from rlsim.schedules.hybridflow import HybridFlowSchedule
 from rlsim.schedules.one_step_off import OneStepOffSchedule
+from rlsim.schedules.roll import RollSchedule
 
 SCHEDULES: dict[str, type[Schedule]] = {
     "generation-only": GenerationOnlySchedule,
     "hybridflow": HybridFlowSchedule,
     "one-step-off": OneStepOffSchedule,
     "fully-async": FullyAsyncSchedule,
+    "roll": RollSchedule,
 }
 
 

@@ -38,6 +38,8 @@ class Sample:
     observation_tokens: int = 0  # multi-turn: tool output appended to the context (trained, not generated)
     outcome: str = "completed"
     trajectory: object | None = None
+    fate: str | None = None  # completed | failed | aborted | dropped, once sealed
+    reason: str = ""
 
     @property
     def oldest_version(self) -> int:
@@ -54,6 +56,8 @@ class Group:
     samples: list[Sample] = field(default_factory=list)
     pending: int = 0
     finished_s: float | None = None
+    closed: bool = False  # complete (in the buffer, trained or dropped)
+    closing: bool = False  # completing: its redundant samples are being aborted
 
 
 class FullyAsyncSchedule(RLSchedule):
@@ -84,6 +88,7 @@ class FullyAsyncSchedule(RLSchedule):
         self.multi_version = 0
         self.stopping = False
         self._resubmit: list[Sample] = []
+        self._pinned = {e.name: 0 for e in self.engines}  # live trajectories per engine
         self.samples_all: list[Sample] = []
 
     # ------------------------------------------------------------------ admission (AReaL's rule)
@@ -106,28 +111,31 @@ class FullyAsyncSchedule(RLSchedule):
             ev.succeed()
 
     def _least_loaded(self):
-        return min(self.engines, key=lambda e: (e.load, e.name))
+        """The engine with the fewest requests plus live trajectories pinned to it (sticky multi-turn)."""
+        return min(self.engines, key=lambda e: (e.load + self._pinned[e.name], e.name))
 
     def _launch_group(self) -> None:
         env, scn = self.env, self.scenario
-        algo = scn.algorithm
         g = Group(self._next_gid, self.rollout_version, env.now)
         self._next_gid += 1
         prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
         agent = scn.workload.agent
+        size = self.group_launch_size()
         if agent is not None:
-            g.pending = algo.samples_per_prompt
-            for turns in sample_lengths(agent.turns, algo.samples_per_prompt, env.rng):
+            g.pending = size
+            for turns in sample_lengths(agent.turns, size, env.rng):
                 s = Sample(len(self.samples_all), g, prompt, 0)
                 self.samples_all.append(s)
                 g.samples.append(s)
                 s.trajectory = Trajectory(s.sid, prompt, int(turns))
-                proc = env.process(run_trajectory(env, self._least_loaded(), self.tools, agent, s.trajectory,
+                engine = self._least_loaded()
+                self._pinned[engine.name] += 1
+                proc = env.process(run_trajectory(env, engine, self.tools, agent, s.trajectory,
                                                   self.next_rid, on_request=self._track_turn))
                 proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
             self.running_groups += 1
             return
-        responses = sample_lengths(scn.workload.response_length, algo.samples_per_prompt, env.rng)
+        responses = sample_lengths(scn.workload.response_length, size, env.rng)
         for r in responses:
             s = Sample(len(self.samples_all), g, prompt, int(r))
             self.samples_all.append(s)
@@ -136,17 +144,43 @@ class FullyAsyncSchedule(RLSchedule):
         g.pending = len(g.samples)
         self.running_groups += 1
 
+    def group_launch_size(self) -> int:
+        """Samples launched per prompt group (ROLL adds redundant episodes)."""
+        return self.scenario.algorithm.samples_per_prompt
+
+    def cancel(self, s: Sample, why: str) -> None:
+        """Stop a sample that is still running: abort its request; a trajectory stops at its next turn."""
+        if s.finished:
+            return
+        s.outcome = s.fate = "aborted"
+        s.reason = why
+        if s.trajectory is not None:
+            s.trajectory.cancelled = True
+        req = s.request
+        if req is not None and not req.finished and not req.aborted:
+            engine = next(e for e in self.engines if e.name == req.engine)
+            self._live.pop(req, None)
+            engine.abort(req)
+            if s.trajectory is None:
+                self._absorb(s, req)
+        if s.trajectory is None:
+            self.tokens_discarded += s.generated
+            self._sample_finished(s)
+
     def _track_turn(self, req: Request, traj) -> None:
         """The request a trajectory's current turn runs as (for token accounting of in-flight turns)."""
         self.samples_all[traj.tid].request = req
 
     def _trajectory_done(self, s: Sample) -> None:
         t = s.trajectory
+        self._pinned[t.engine] -= 1
         s.generated = t.generated
         s.observation_tokens = t.observation_tokens
         s.version_tokens = dict(t.version_tokens)
-        s.outcome = t.outcome
-        if t.outcome != "completed":
+        if s.fate is None:
+            s.outcome = s.fate = t.outcome
+            s.reason = t.reason
+        if s.outcome != "completed":
             self.tokens_discarded += t.generated  # failed or aborted: its decoding is wasted
         self._sample_finished(s)
 
@@ -171,9 +205,17 @@ class FullyAsyncSchedule(RLSchedule):
 
     def _sample_finished(self, s: Sample) -> None:
         s.finished = True
+        if s.fate is None:
+            s.fate = s.outcome
         g = s.group
         g.pending -= 1
-        if g.pending == 0:
+        if g.pending == 0 and not g.closed:
+            self._group_complete(g)
+
+    def _group_complete(self, g: Group) -> None:
+        """All of a group's samples are in: it joins the training buffer."""
+        if not g.closed:
+            g.closed = True
             g.finished_s = self.env.now
             self.running_groups -= 1
             self.accepted_groups += 1
@@ -242,7 +284,10 @@ class FullyAsyncSchedule(RLSchedule):
                 stale = self.env.policy_version - min(s.oldest_version for s in g.samples)
                 if stale > self.eta:
                     self.dropped_stale += len(g.samples)
-                    self.tokens_discarded += sum(s.generated for s in g.samples)
+                    self.tokens_discarded += sum(s.generated for s in g.samples if s.fate == "completed")
+                    for s in g.samples:
+                        if s.fate == "completed":
+                            s.fate, s.reason = "dropped", "stale"
                     self.accepted_groups -= 1  # a rejected group frees its admission slot (AReaL)
                 else:
                     keep.append(g)
@@ -303,6 +348,9 @@ class FullyAsyncSchedule(RLSchedule):
             self.step_rows.append(row)
         self.stopping = True
         self._wake("_rollout_wake")
+        for s in self.samples_all:  # what the run leaves unfinished is accounted for, not lost
+            if s.fate is None:
+                s.fate, s.reason = "aborted", "in flight at end of run"
 
     def sample_frame(self):
         """One row per sample (a trajectory may span several aborted-and-resumed requests)."""
@@ -323,10 +371,17 @@ class FullyAsyncSchedule(RLSchedule):
             ))
         return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
+    def outcome_counts(self) -> dict:
+        """Every launched trajectory ends in exactly one outcome: completed, failed, aborted or dropped."""
+        counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
+        for s in self.samples_all:
+            counts[s.fate or "aborted"] += 1
+        return {f"trajectories_{k}": v for k, v in counts.items()} | {"trajectories_launched": len(self.samples_all)}
+
     def token_accounting(self) -> dict:
         """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""
         generated = sum(e.tokens_generated for e in self.engines)
         trained = self.trained_tokens
         in_flight = generated - trained - self.tokens_discarded
         return {"tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": self.tokens_discarded,
-                "tokens_in_flight": in_flight}
+                "tokens_in_flight": in_flight} | self.outcome_counts()

@@ -126,6 +126,15 @@ class RLSchedule(Schedule):
             t.balance_batch,
         )
 
+    def outcome_counts(self) -> dict:
+        """Multi-turn runs: how every launched trajectory ended (completed, failed, aborted, dropped)."""
+        if not self.trajectories:
+            return {}
+        counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
+        for t in self.trajectories:
+            counts[t.outcome or "aborted"] += 1
+        return {f"trajectories_{k}": v for k, v in counts.items()} | {"trajectories_launched": len(self.trajectories)}
+
     def next_rid(self) -> int:
         self._rid += 1
         return self._rid

@@ -36,6 +36,7 @@ class Trajectory:
     version_tokens: dict[int, int] = field(default_factory=dict)
     turn_spans: list[tuple[float, float]] = field(default_factory=list)  # generation turns in time
     engine: str | None = None
+    cancelled: bool = False  # set by the schedule (redundant, expired): stop at the next await
     started_s: float = 0.0
     finished_s: float | None = None
 
@@ -58,6 +59,8 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
     traj.started_s = env.now
     new_tokens = traj.prompt_tokens
     for turn in range(traj.turns_planned):
+        if traj.cancelled:
+            break
         room = agent.max_context_tokens - traj.context - new_tokens
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
@@ -85,11 +88,13 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
         tool = pick_tool(agent.tool_mix, rng)
         traj.tool_calls += 1
         result = yield from tools.call(tool)
+        if traj.cancelled:
+            break
         if not result.ok:
             traj.outcome, traj.reason = "failed", f"{tool} {result.outcome} after {result.attempts} attempts"
             break
         new_tokens = result.observation_tokens
     if traj.outcome is None:
-        traj.outcome = "completed"
+        traj.outcome = "aborted" if traj.cancelled else "completed"
     traj.finished_s = env.now
     return traj

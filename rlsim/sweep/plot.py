@@ -8,10 +8,13 @@ their standard deviation as error bars, so a noisy point does not pass for a tre
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:  # matplotlib loads only when a plot is drawn: `rlsim` starts faster
+    from matplotlib.figure import Figure
 
 _LOWER_IS_BETTER = ("time", "idle", "staleness", "cost", "gpu_hours", "latency", "wait")
 
@@ -71,6 +74,8 @@ def plot_sweep(
     _require(df, x, y, hue)
     data = ok_rows(df)
     if ax is None:
+        from matplotlib.figure import Figure
+
         fig = Figure(figsize=(7, 4.5), layout="constrained")
         ax = fig.add_subplot()
     else:
@@ -146,6 +151,8 @@ def plot_pareto(
     data = ok_rows(df)
     front = pareto_front(data, x, y, maximize)
     if ax is None:
+        from matplotlib.figure import Figure
+
         fig = Figure(figsize=(7, 4.5), layout="constrained")
         ax = fig.add_subplot()
     else:
