@@ -24,8 +24,15 @@ def _verl_one_step_off(out: Path) -> str:
     return verl_report(out)
 
 
+def _agentic_latency(out: Path) -> str:
+    from rlsim.reproduce.agentic import report
+
+    return report(out)
+
+
 REPRODUCTIONS: dict[str, Callable[[Path], str]] = {
     "hybridflow-placement": _hybridflow_placement,
     "areal-staleness": _areal_staleness,
     "verl-one-step-off": _verl_one_step_off,
+    "agentic-latency": _agentic_latency,
 }

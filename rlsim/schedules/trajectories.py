@@ -57,6 +57,8 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
     rng = env.rng
     traj.engine = engine.name
     traj.started_s = env.now
+    if tools is not None:  # environment start-up (sandbox boot, game reset) before the first turn
+        yield from tools.cold_start(("traj", traj.tid))
     new_tokens = traj.prompt_tokens
     for turn in range(traj.turns_planned):
         if traj.cancelled:

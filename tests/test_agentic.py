@@ -1,0 +1,131 @@
+"""Agentic multi-turn RL and ROLL scheduling: turns, tools, outcomes, redundancy, the alpha bound."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlsim.engine.environment import SimEnvironment
+from rlsim.scenario.loader import parse_scenario
+from rlsim.schedules import build_schedule
+from rlsim.simulate import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = yaml.safe_load((ROOT / "scenarios/agentic/tool-latency-base.yaml").read_text())
+
+
+def small(schedule: dict | None = None, **tool) -> dict:
+    data = copy.deepcopy(BASE)
+    data["steps"], data["warmup_steps"] = 3, 0
+    data["algorithm"]["prompts_per_step"] = 6
+    data["algorithm"]["samples_per_prompt"] = 4
+    data["environments"]["pools"]["workers"]["concurrency"] = 5  # a real queue
+    data["environments"]["tools"]["env"].update(tool)
+    if schedule is not None:
+        data["schedule"] = schedule
+    return data
+
+
+def run(data: dict):
+    scn = parse_scenario(data, source="test")
+    env = SimEnvironment(scn.seed)
+    sched = build_schedule(scn, env)
+    env.run(until=env.process(sched.run()))
+    return sched
+
+
+def trajectories(sched):
+    if getattr(sched, "samples_all", None):
+        return [s.trajectory for s in sched.samples_all if s.trajectory is not None]
+    return sched.trajectories
+
+
+@pytest.mark.parametrize("schedule", [
+    None,  # fully-async (the base)
+    {"kind": "roll", "async_generation_ratio": 1, "group_size_redundancy": 2},
+    {"kind": "hybridflow", "placement": "custom"},
+])
+def test_turns_never_overlap_and_env_concurrency_holds(schedule):
+    sched = run(small(schedule))
+    trajs = trajectories(sched)
+    assert trajs
+    for t in trajs:
+        spans = t.turn_spans
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # one turn at a time
+        assert t.turns <= t.turns_planned and t.context <= 32768
+    pools = sched.tools.pool_frame()
+    assert (pools["max_in_service"] <= pools["concurrency"]).all()
+    assert pools.loc["workers", "max_in_service"] == 5  # the queue was used to the limit
+
+
+def test_failures_and_timeouts_account_for_every_trajectory():
+    """5% of calls fail outright and about 2% time out (lognormal tail past 4 s): four outcomes add up."""
+    data = small(None, failure_prob=0.05, timeout_s=4.0, latency={"kind": "lognormal", "median": 1.0, "sigma": 0.7})
+    counts = []
+    for _ in range(2):
+        res = simulate(parse_scenario(data, source="test"))
+        s = res.summary
+        outcomes = [s[f"trajectories_{k}"] for k in ("completed", "failed", "aborted", "dropped")]
+        assert sum(outcomes) == s["trajectories_launched"]
+        assert s["trajectories_failed"] > 0
+        counts.append(outcomes)
+    assert counts[0] == counts[1]  # same seed, same counts
+    sched = run(data)
+    stats = sched.tools.stats_frame().loc["env"]
+    assert stats["timeouts"] > 0 and stats["failed_attempts"] > 0
+
+
+def test_redundancy_trains_exactly_group_size_per_group():
+    sched = run(small({"kind": "roll", "async_generation_ratio": 1, "group_size_redundancy": 3}))
+    n = 4
+    trained_groups = {}
+    for s in sched.samples_all:
+        if s.trained_version is not None and s.fate == "completed":
+            trained_groups.setdefault(s.group.gid, []).append(s)
+    assert trained_groups
+    assert all(len(v) <= n for v in trained_groups.values())
+    full = [g for g, v in trained_groups.items() if len(v) == n]
+    assert len(full) >= len(trained_groups) * 0.9  # failures aside, every group trains group_size samples
+    assert sched.redundant_aborted > 0
+
+
+@pytest.mark.parametrize("alpha", [0, 0.5, 1, 2])
+def test_roll_alpha_bound_holds_for_every_trained_sample(alpha):
+    sched = run(small({"kind": "roll", "async_generation_ratio": alpha}))
+    trained = [s for s in sched.samples_all if s.trained_version is not None]
+    assert trained
+    for s in trained:
+        assert s.group.start_version >= s.trained_version - math.ceil(alpha)
+
+
+def test_dynamic_sampling_drops_and_replaces_groups():
+    sched = run(small({"kind": "roll", "async_generation_ratio": 1, "dynamic_sampling": True, "filter_prob": 0.4,
+                       "max_additional_running_prompts": 4}))
+    assert sched.filtered_groups > 0
+    assert sum(r["samples"] for r in sched.step_rows) > 0
+    dropped = [s for s in sched.samples_all if s.fate == "dropped"]
+    assert dropped and all(s.reason in ("filtered: all rewards equal", "expired") for s in dropped)
+
+
+def test_prefix_is_reused_across_turns():
+    sched = run(small())
+    prefilled = sum(e.tokens_prefilled for e in sched.engines)
+    contexts = sum(t.context for t in trajectories(sched))
+    # Without prefix reuse every turn would re-prefill its whole context; with it, far less.
+    turns_context = sum(t.context * t.turns for t in trajectories(sched))
+    assert prefilled < 0.5 * turns_context and prefilled >= 0.3 * contexts
+
+
+def test_agentic_reproduction_orders_the_schedules():
+    from rlsim.reproduce.agentic import variant
+
+    idle = {}
+    for schedule in ("sync", "roll-async", "fully-async"):
+        data = variant(schedule, 10.0)
+        data["steps"], data["algorithm"]["prompts_per_step"] = 2, 16
+        idle[schedule] = simulate(parse_scenario(data, source="t")).summary["gpu_idle_fraction"]
+    assert idle["fully-async"] < idle["roll-async"] < idle["sync"]
