@@ -189,6 +189,9 @@ app.command("plot-sweep")(plot_sweep_command)
 
 
 def main() -> None:
+    # `rlsim plot sweep DIR ...` (the spelling) is `rlsim plot-sweep DIR ...`.
+    if sys.argv[1:3] == ["plot", "sweep"]:
+        sys.argv[1:3] = ["plot-sweep"]
     app()
 
 
