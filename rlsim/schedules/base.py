@@ -26,6 +26,29 @@ class Schedule(ABC):
     def is_warmup(self, step: int) -> bool:
         return step < self.scenario.warmup_steps
 
+    def step_row(self, step: int, start: float, timing: dict, prompt, response, preemptions: int) -> dict:
+        """One steps.csv row: verl timing columns, token counts, response lengths (staleness 0 by default)."""
+        now = self.env.now
+        return {
+            "step": step,
+            "warmup": self.is_warmup(step),
+            "start_s": start,
+            "end_s": now,
+            **timing,
+            "timing_s/step": now - start,
+            "samples": len(prompt),
+            "prompt_tokens": int(prompt.sum()),
+            "response_tokens": int(response.sum()),
+            "tokens": int(prompt.sum() + response.sum()),
+            "response_length/mean": float(response.mean()),
+            "response_length/max": int(response.max()),
+            "response_length/min": int(response.min()),
+            "policy_version": self.env.policy_version,
+            "staleness/mean": 0.0,
+            "staleness/max": 0,
+            "preemptions": preemptions,
+        }
+
     @abstractmethod
     def run(self):
         """The SimPy process (a generator) that drives the whole run."""

@@ -209,8 +209,12 @@ class FullyAsyncSchedule(RLSchedule):
             s.fate = s.outcome
         g = s.group
         g.pending -= 1
-        if g.pending == 0 and not g.closed:
+        if not g.closed and not g.closing and self._group_ready(g):
             self._group_complete(g)
+
+    def _group_ready(self, g: Group) -> bool:
+        """A group is complete when every sample has ended (ROLL: when enough have)."""
+        return g.pending == 0
 
     def _group_complete(self, g: Group) -> None:
         """All of a group's samples are in: it joins the training buffer."""

@@ -41,26 +41,8 @@ class GenerationOnlySchedule(Schedule):
                 self.engines[where[i]].submit(req)
                 reqs.append(req)
             yield env.all_of([r.done for r in reqs])
-            gen = env.now - start
             self.requests_done.extend(reqs)
+            timing = {"timing_s/gen": env.now - start}
             self.step_rows.append(
-                {
-                    "step": step,
-                    "warmup": self.is_warmup(step),
-                    "start_s": start,
-                    "end_s": env.now,
-                    "timing_s/gen": gen,
-                    "timing_s/step": gen,
-                    "samples": len(reqs),
-                    "prompt_tokens": int(prompt_len.sum()),
-                    "response_tokens": int(response_len.sum()),
-                    "tokens": int(prompt_len.sum() + response_len.sum()),
-                    "response_length/mean": float(response_len.mean()),
-                    "response_length/max": int(response_len.max()),
-                    "response_length/min": int(response_len.min()),
-                    "policy_version": env.policy_version,
-                    "staleness/mean": 0.0,
-                    "staleness/max": 0,
-                    "preemptions": sum(r.preemptions for r in reqs),
-                }
+                self.step_row(step, start, timing, prompt_len, response_len, sum(r.preemptions for r in reqs))
             )

@@ -233,23 +233,4 @@ class RLSchedule(Schedule):
         yield env.all_of(updates)
 
     def _row(self, step, start, timing, prompt, response) -> dict:
-        row = {
-            "step": step,
-            "warmup": self.is_warmup(step),
-            "start_s": start,
-            "end_s": self.env.now,
-            **timing,
-            "timing_s/step": self.env.now - start,
-            "samples": len(prompt),
-            "prompt_tokens": int(prompt.sum()),
-            "response_tokens": int(response.sum()),
-            "tokens": int(prompt.sum() + response.sum()),
-            "response_length/mean": float(response.mean()),
-            "response_length/max": int(response.max()),
-            "response_length/min": int(response.min()),
-            "policy_version": self.env.policy_version,
-            "staleness/mean": 0.0,
-            "staleness/max": 0,
-            "preemptions": self._preemptions,
-        }
-        return row
+        return self.step_row(step, start, timing, prompt, response, self._preemptions)

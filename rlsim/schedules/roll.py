@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from rlsim.schedules.fully_async import FullyAsyncSchedule, Group, Sample
+from rlsim.schedules.fully_async import FullyAsyncSchedule, Group
 
 
 class RollSchedule(FullyAsyncSchedule):
@@ -43,23 +43,18 @@ class RollSchedule(FullyAsyncSchedule):
         cap = min(cap, limit - (self.accepted_groups + self.running_groups))
         return max(0, int(cap))
 
-    def _sample_finished(self, s: Sample) -> None:
-        s.finished = True
-        if s.fate is None:
-            s.fate = s.outcome
-        g = s.group
-        g.pending -= 1
-        if g.closed or g.closing:
-            return
+    def _group_ready(self, g: Group) -> bool:
+        """The first `samples_per_prompt` finishers win: the redundant rest is aborted."""
         need = self.scenario.algorithm.samples_per_prompt
         done = sum(1 for x in g.samples if x.finished and x.fate == "completed")
-        if done >= need or g.pending == 0:
-            g.closing = True
-            for x in g.samples:  # the first finishers win; the redundant rest is aborted
-                if not x.finished:
-                    self.redundant_aborted += 1
-                    self.cancel(x, "redundant")
-            self._group_complete(g)
+        if done < need and g.pending > 0:
+            return False
+        g.closing = True
+        for x in g.samples:
+            if not x.finished:
+                self.redundant_aborted += 1
+                self.cancel(x, "redundant")
+        return True
 
     def _group_complete(self, g: Group) -> None:
         if g.closed:
