@@ -83,7 +83,7 @@ def simulate(
         schedule.step_rows = _ProgressRows(schedule.step_rows, progress, schedule.total_steps)
     done = env.process(schedule.run())
     env.run(until=done)
-    for engine in schedule.engines:
+    for engine in [*schedule.engines, *getattr(schedule, "judges", [])]:
         engine.close()
     steps = pd.DataFrame(schedule.step_rows)
     timeline = env.ledger.to_frame()
@@ -101,4 +101,5 @@ def simulate(
     }
     frame = getattr(schedule, "sample_frame", None)
     samples = frame() if frame is not None else _samples(getattr(schedule, "requests_done", []))
-    return Result(scenario, summary, steps, timeline, _engine_stats(schedule.engines), meta, samples)
+    engines = [*schedule.engines, *getattr(schedule, "judges", [])]
+    return Result(scenario, summary, steps, timeline, _engine_stats(engines), meta, samples)

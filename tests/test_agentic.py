@@ -129,3 +129,28 @@ def test_agentic_reproduction_orders_the_schedules():
         data["steps"], data["algorithm"]["prompts_per_step"] = 2, 16
         idle[schedule] = simulate(parse_scenario(data, source="t")).summary["gpu_idle_fraction"]
     assert idle["fully-async"] < idle["roll-async"] < idle["sync"]
+
+
+def test_llm_judge_served_by_its_own_engines():
+    data = yaml.safe_load((ROOT / "scenarios/roll/rlvr-qwen2.5-7b-judge.yaml").read_text())
+    data["steps"], data["algorithm"]["prompts_per_step"] = 1, 8
+    res = simulate(parse_scenario(data, source="t"))
+    judge = res.timeline[res.timeline["pool"] == "judge"]
+    assert set(judge["role"]) == {"reward"} and set(judge["phase"]) == {"generate"}
+    assert res.steps["timing_s/reward"].iloc[0] > 0
+    assert any(name.startswith("reward-") for name in res.engine_stats["engine"])
+
+
+def test_sample_level_judging_in_roll():
+    """ROLL scores each sample as soon as it finishes: judge requests start before generation ends."""
+    data = yaml.safe_load((ROOT / "scenarios/roll/rlvr-qwen2.5-7b-judge.yaml").read_text())
+    data["cluster"]["pools"]["train"] = {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 4}
+    data["roles"]["actor"]["pool"] = data["roles"]["reference"]["pool"] = "train"
+    data["steps"], data["algorithm"]["prompts_per_step"] = 2, 8
+    data["schedule"] = {"kind": "roll", "async_generation_ratio": 1}
+    res = simulate(parse_scenario(data, source="t"))
+    tl = res.timeline
+    first_judge = tl[tl["pool"] == "judge"]["start_s"].min()
+    last_gen = tl[(tl["role"] == "rollout") & (tl["step"] == 0)]["end_s"].max()
+    assert first_judge < last_gen
+    assert "timing_s/reward" not in res.steps.columns  # nothing left to score on the trainer's path

@@ -224,7 +224,7 @@ def _check_memory(
             continue
         model = scn.models[role.model]
         tp, pp = role.parallel.tp, role.parallel.pp
-        if name == "rollout" and role.engine is not None:
+        if role.engine is not None and name in ("rollout", "reward"):
             engine = role.engine
             n = tp * pp  # GPUs of one engine: the memory its weights and KV cache share
             reserve = engine.activation_reserve_gb * _GB

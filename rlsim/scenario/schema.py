@@ -123,7 +123,9 @@ class RoleSpec(Strict):
     model: str = Field(description="Key into `models`")
     gpus: int | None = Field(default=None, gt=0, description="GPUs of the pool this role uses (default: all)")
     parallel: ParallelSpec = Field(default_factory=ParallelSpec)
-    engine: EngineSpec | None = Field(default=None, description="Required for the rollout role")
+    engine: EngineSpec | None = Field(
+        default=None, description="Required for the rollout role; on the reward role: an LLM judge served by engines"
+    )
     train: TrainSpec = Field(default_factory=TrainSpec, description="Training / forward settings")
 
 
@@ -141,6 +143,9 @@ class AlgorithmSpec(Strict):
         description="CPU seconds of a rule-based reward per sample, used when there is no reward role (assumed)",
     )
     rule_reward_workers: int = Field(default=16, gt=0, description="Parallel CPU reward workers (assumed)")
+    judge_output_tokens: int = Field(
+        default=64, gt=0, description="Tokens an LLM judge generates per sample (reward role with an engine; assumed)"
+    )
     launch_reward_fn_async: bool = Field(
         default=False,
         description="verl: compute the rule reward concurrently with the forward passes (default: in the driver, "

@@ -40,6 +40,7 @@ class Sample:
     trajectory: object | None = None
     fate: str | None = None  # completed | failed | aborted | dropped, once sealed
     reason: str = ""
+    judged: bool = False
 
     @property
     def oldest_version(self) -> int:
@@ -204,6 +205,12 @@ class FullyAsyncSchedule(RLSchedule):
         self._sample_finished(s)
 
     def _sample_finished(self, s: Sample) -> None:
+        if s.finished:
+            return
+        if self.judges and s.fate is None and s.outcome == "completed" and not s.judged:
+            s.judged = True  # sample-level scoring: the judge sees it as soon as it finishes
+            self.env.process(self._judge_sample(s))
+            return
         s.finished = True
         if s.fate is None:
             s.fate = s.outcome
@@ -211,6 +218,10 @@ class FullyAsyncSchedule(RLSchedule):
         g.pending -= 1
         if not g.closed and not g.closing and self._group_ready(g):
             self._group_complete(g)
+
+    def _judge_sample(self, s: Sample):
+        yield from self.judge(np.array([s.prompt_tokens + s.generated + s.observation_tokens]))
+        self._sample_finished(s)
 
     def _group_ready(self, g: Group) -> bool:
         """A group is complete when every sample has ended (ROLL: when enough have)."""
@@ -333,7 +344,8 @@ class FullyAsyncSchedule(RLSchedule):
             for s in samples:
                 s.trained_step, s.trained_version = step, version
             self.multi_version += sum(len(s.version_tokens) > 1 for s in samples)
-            skip = () if self.spec.recompute_logprob else ("old_log_prob",)
+            # Rewards were computed per sample during rollout (rule workers or the judge engines).
+            skip = ("reward",) if self.spec.recompute_logprob else ("reward", "old_log_prob")
             yield from self.train_batch(prompt + response, timing, skip=skip)
             env.policy_version += 1
             if (step + 1) % self.sync_every == 0:

@@ -38,8 +38,10 @@ class RLSchedule(Schedule):
         register_pools(scn, env)
         self.engines = build_engines(scn, env, "rollout")
         self.locks = {name: simpy.Resource(env, capacity=1) for name in scn.cluster.pools}
+        # An LLM judge (reward role with an engine section) is served by engines of its own.
+        self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
         for role, spec in scn.roles.items():
-            if role != "rollout":
+            if role != "rollout" and not (role == "reward" and self.judges):
                 env.ledger.add_group(role, spec.pool, role_gpus(scn, spec))
         rollout, actor = scn.roles["rollout"], scn.roles["actor"]
         self.hybrid = rollout.pool == actor.pool
@@ -53,6 +55,21 @@ class RLSchedule(Schedule):
             self.tools = ToolRunner(env, scn.environments)
 
     # ------------------------------------------------------------------ helpers
+
+    def _judge_role(self) -> bool:
+        reward = self.scenario.roles.get("reward")
+        return reward is not None and reward.engine is not None
+
+    def judge(self, seq_lens: np.ndarray):
+        """Score samples with the LLM judge: one request each (the sequence in, a short verdict out)."""
+        env = self.env
+        out = self.scenario.algorithm.judge_output_tokens
+        reqs = []
+        for n in seq_lens:
+            req = Request(self.next_rid(), int(n), out, meta={"judge": True})
+            min(self.judges, key=lambda e: (e.load, e.name)).submit(req)
+            reqs.append(req)
+        yield env.all_of([r.done for r in reqs])
 
     def _role(self, name):
         return self.scenario.roles[name]
@@ -193,6 +210,13 @@ class RLSchedule(Schedule):
 
     def _pass(self, phase: str, role: str, seq_lens: np.ndarray, timing: dict):
         env = self.env
+        if phase == "reward" and self.judges:
+            with self.locks[self._role("reward").pool].request() as lock:
+                yield lock
+                start = env.now
+                yield from self.judge(seq_lens)
+                timing["timing_s/reward"] = env.now - start
+            return
         pool = self._role(role).pool
         with self.locks[pool].request() as lock:
             yield lock
