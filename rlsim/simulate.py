@@ -28,6 +28,9 @@ class Result:
     engine_stats: pd.DataFrame
     meta: dict = field(default_factory=dict)
     samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAMPLE_COLUMNS))
+    # Agentic runs: per-tool call statistics and one row per trajectory (turns, tokens, outcome).
+    tools: pd.DataFrame | None = None
+    trajectories: pd.DataFrame | None = None
 
 
 def _samples(requests) -> pd.DataFrame:
@@ -102,4 +105,38 @@ def simulate(
     frame = getattr(schedule, "sample_frame", None)
     samples = frame() if frame is not None else _samples(getattr(schedule, "requests_done", []))
     engines = [*schedule.engines, *getattr(schedule, "judges", [])]
-    return Result(scenario, summary, steps, timeline, _engine_stats(engines), meta, samples)
+    tools = schedule.tools.stats_frame().reset_index() if getattr(schedule, "tools", None) else None
+    trajs = _trajectories(schedule)
+    if trajs is not None:
+        summary.update(_waste(trajs, timeline, summary))
+    return Result(scenario, summary, steps, timeline, _engine_stats(engines), meta, samples, tools, trajs)
+
+
+def _trajectories(schedule) -> pd.DataFrame | None:
+    """One row per multi-turn trajectory: how far it got and how it ended."""
+    samples = getattr(schedule, "samples_all", None)
+    trajs = [s.trajectory for s in samples if s.trajectory is not None] if samples else list(
+        getattr(schedule, "trajectories", []) or []
+    )
+    if not trajs:
+        return None
+    fates = {s.trajectory.tid: (s.fate, s.reason) for s in samples or [] if s.trajectory is not None}
+    rows = []
+    for t in trajs:
+        fate, reason = fates.get(t.tid, (t.outcome, t.reason))
+        rows.append((t.tid, t.engine, t.turns, t.turns_planned, t.tool_calls, t.prompt_tokens, t.generated,
+                     t.observation_tokens, t.started_s, t.finished_s, fate or "aborted", reason or t.reason))
+    return pd.DataFrame(rows, columns=["trajectory", "engine", "turns", "turns_planned", "tool_calls",
+                                       "prompt_tokens", "generated_tokens", "observation_tokens", "started_s",
+                                       "finished_s", "outcome", "reason"])
+
+
+def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame, summary: dict) -> dict:
+    """GPU time spent on discarded work, attributed in proportion to the tokens each trajectory decoded."""
+    gen = timeline[timeline["phase"] == "generate"]
+    gen_gpu_s = float(((gen["end_s"] - gen["start_s"]) * gen["gpus"]).sum())
+    decoded = float(trajs["generated_tokens"].sum())
+    wasted = float(trajs.loc[trajs["outcome"].isin(["aborted", "failed", "dropped"]), "generated_tokens"].sum())
+    share = wasted / decoded if decoded else 0.0
+    return {"wasted_generation_fraction": share, "wasted_generation_gpu_s": share * gen_gpu_s}
+

@@ -84,6 +84,10 @@ def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Pat
     samples = getattr(result, "samples", None)
     if samples is not None:
         table("samples.csv", samples)
+    for name in ("tools", "trajectories"):  # agentic runs: per-tool statistics, one row per trajectory
+        frame = getattr(result, name, None)
+        if frame is not None:
+            table(f"{name}.csv", frame)
     if not result.engine_stats.empty:
         table("engine_stats.csv", result.engine_stats)
     if have_parquet():

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import simpy
 
 from rlsim.engine.request import Request
 from rlsim.schedules.rl_base import RLSchedule
@@ -90,6 +91,9 @@ class FullyAsyncSchedule(RLSchedule):
         self.stopping = False
         self._resubmit: list[Sample] = []
         self._pinned = {e.name: 0 for e in self.engines}  # live trajectories per engine
+        algo = self.scenario.algorithm
+        self.reward_s = algo.rule_reward_s_per_sample if "reward" not in self.scenario.roles else 0.0
+        self.reward_workers = simpy.Resource(env, capacity=algo.rule_reward_workers)
         self.samples_all: list[Sample] = []
 
     # ------------------------------------------------------------------ admission (AReaL's rule)
@@ -207,9 +211,9 @@ class FullyAsyncSchedule(RLSchedule):
     def _sample_finished(self, s: Sample) -> None:
         if s.finished:
             return
-        if self.judges and s.fate is None and s.outcome == "completed" and not s.judged:
-            s.judged = True  # sample-level scoring: the judge sees it as soon as it finishes
-            self.env.process(self._judge_sample(s))
+        if s.fate is None and s.outcome == "completed" and not s.judged and (self.judges or self.reward_s > 0):
+            s.judged = True  # sample-level scoring: rewarded as soon as it finishes, off the trainer's path
+            self.env.process(self._judge_sample(s) if self.judges else self._rule_score(s))
             return
         s.finished = True
         if s.fate is None:
@@ -218,6 +222,13 @@ class FullyAsyncSchedule(RLSchedule):
         g.pending -= 1
         if not g.closed and not g.closing and self._group_ready(g):
             self._group_complete(g)
+
+    def _rule_score(self, s: Sample):
+        """A rule reward on the CPU reward-worker pool (a real queue of `rule_reward_workers`)."""
+        with self.reward_workers.request() as slot:
+            yield slot
+            yield self.env.timeout(self.reward_s)
+        self._sample_finished(s)
 
     def _judge_sample(self, s: Sample):
         yield from self.judge(np.array([s.prompt_tokens + s.generated + s.observation_tokens]))
