@@ -159,7 +159,8 @@ def calibrate(
 @app.command()
 def reproduce(
     name: Annotated[str, typer.Argument(
-        help="What to reproduce: all, hybridflow-placement, areal-staleness, verl-one-step-off"
+        help="What to reproduce: all, hybridflow-placement, areal-staleness, verl-one-step-off, "
+        "agentic-latency, transition-cost, validation"
     )],
     out: Annotated[Path, typer.Option(help="Output folder")] = Path("reproduce"),
 ) -> None:

@@ -231,3 +231,26 @@ def test_colocated_memory_failure_names_the_numbers():
         parse_scenario(data, source="s.yaml")
     line = exc.value.lines()[0]
     assert line.startswith("s.yaml: schedule.placement:") and "GB per GPU" in line and "> 80 GB" in line
+
+
+def test_transition_cost_orders_the_methods():
+    """F2: 3D-HybridEngine moves the least, naive and the NIC broadcast the most (HybridFlow Table 2)."""
+    from rlsim.reproduce.transitions import complexity_table, transition_table
+
+    tab = transition_table()
+    for (_, _), rows in tab.groupby(["model", "gpus"]):
+        t = rows.set_index("method")["seconds"]
+        assert t["3d-hybrid-engine"] <= t["hybridflow-v"] < t["naive"]
+    comp = complexity_table().set_index("strategy")
+    assert comp.loc["colocated sync, 3d-hybrid-engine", "redundant_gb_per_gpu"] == 0
+    assert list(comp["staleness_bound"].iloc[-3:]) == [0, 1, 4]
+
+
+def test_validation_rows_cover_the_published_numbers():
+    from rlsim.reproduce.validation import nim_rows, verl_rows
+
+    nim = nim_rows()
+    assert len(nim) == 5 and all(abs(r["simulated"] / r["published"] - 1) < 0.15 for r in nim)
+    verl = verl_rows()
+    speedup = next(r for r in verl if "speedup" in r["name"])
+    assert abs(speedup["simulated"] / speedup["published"] - 1) < 0.15

@@ -30,9 +30,23 @@ def _agentic_latency(out: Path) -> str:
     return report(out)
 
 
+def _validation(out: Path) -> str:
+    from rlsim.reproduce.validation import report
+
+    return report(out)
+
+
+def _transitions(out: Path) -> str:
+    from rlsim.reproduce.transitions import report
+
+    return report(out)
+
+
 REPRODUCTIONS: dict[str, Callable[[Path], str]] = {
     "hybridflow-placement": _hybridflow_placement,
     "areal-staleness": _areal_staleness,
     "verl-one-step-off": _verl_one_step_off,
     "agentic-latency": _agentic_latency,
+    "transition-cost": _transitions,
+    "validation": _validation,
 }
