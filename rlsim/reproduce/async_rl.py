@@ -100,7 +100,7 @@ def verl_table() -> pd.DataFrame:
             sim = float(measured.get(col, float("nan")))
             rows.append({"mode": mode, "column": col, "published_s": published, "simulated_s": sim,
                          "error_pct": 100 * (sim - published) / published})
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows).astype({"published_s": float})
     step = table[table["column"] == "timing_s/step"].set_index("mode")
     speed_pub = step.loc["sync", "published_s"] / step.loc["one-step-off", "published_s"]
     speed_sim = step.loc["sync", "simulated_s"] / step.loc["one-step-off", "simulated_s"]
