@@ -160,7 +160,7 @@ def calibrate(
 def reproduce(
     name: Annotated[str, typer.Argument(
         help="What to reproduce: all, hybridflow-placement, areal-staleness, verl-one-step-off, "
-        "agentic-latency, transition-cost, validation"
+        "agentic-latency, transition-cost, generation-tp, async-scaling, long-tail, batch-group, validation"
     )],
     out: Annotated[Path, typer.Option(help="Output folder")] = Path("reproduce"),
 ) -> None:

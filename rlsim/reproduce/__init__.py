@@ -42,11 +42,24 @@ def _transitions(out: Path) -> str:
     return report(out)
 
 
+def _figure(name: str) -> Callable[[Path], str]:
+    def run(out: Path) -> str:
+        from rlsim.reproduce.figures import report
+
+        return report(name, out)
+
+    return run
+
+
 REPRODUCTIONS: dict[str, Callable[[Path], str]] = {
     "hybridflow-placement": _hybridflow_placement,
     "areal-staleness": _areal_staleness,
     "verl-one-step-off": _verl_one_step_off,
     "agentic-latency": _agentic_latency,
     "transition-cost": _transitions,
+    "generation-tp": _figure("generation-tp"),
+    "async-scaling": _figure("async-scaling"),
+    "long-tail": _figure("long-tail"),
+    "batch-group": _figure("batch-group"),
     "validation": _validation,
 }
