@@ -254,3 +254,15 @@ def test_validation_rows_cover_the_published_numbers():
     verl = verl_rows()
     speedup = next(r for r in verl if "speedup" in r["name"])
     assert abs(speedup["simulated"] / speedup["published"] - 1) < 0.15
+
+
+def test_figures_batch_size_and_generation_tp():
+    """F8: bigger rollout batches amortise the tail; F3: under KV pressure a larger TP generates faster."""
+    from rlsim.reproduce.figures import batch_group_table, generation_tp_table
+
+    bg = batch_group_table()
+    for _, rows in bg.groupby("samples_per_prompt"):
+        assert rows["throughput_tokens_per_s"].is_monotonic_increasing
+        assert rows["gpu_idle_fraction"].iloc[-1] < rows["gpu_idle_fraction"].iloc[0]
+    tp = generation_tp_table().set_index(["model", "gpu_memory_utilization", "gen_tp"])["generation_s"]
+    assert tp[("llama-7b", 0.3, 4)] < tp[("llama-7b", 0.3, 1)]
