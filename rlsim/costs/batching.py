@@ -74,6 +74,22 @@ def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int
     return params * ADAM_STEP_BYTES_PER_PARAM / hw.hbm_bytes_per_s
 
 
+def _slowest_rank(breakdown, model, hw, ranks, tp: int, pp: int, token_budget: int, **kw):
+    """The breakdown of the slowest DP rank (busy = compute + pipeline bubble); None if all are empty."""
+    worst = None
+    for rank in ranks:
+        if len(rank) == 0:
+            continue
+        tokens = float(rank.sum())
+        b = breakdown(
+            model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
+            micro_batches=micro_batch_count(tokens, token_budget), **kw,
+        )
+        if worst is None or b.compute + b.bubble > worst.compute + worst.bubble:
+            worst = b
+    return worst
+
+
 def forward_pass_time(
     model: ModelShape,
     hw: HardwareProfile,
@@ -85,17 +101,9 @@ def forward_pass_time(
     balance: bool = True,
 ) -> float:
     """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch."""
-    worst = 0.0
-    for rank in split_across_dp(seq_lens, dp, balance):
-        if len(rank) == 0:
-            continue
-        tokens = float(rank.sum())
-        b = forward_time_breakdown(
-            model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
-            micro_batches=micro_batch_count(tokens, token_budget),
-        )
-        worst = max(worst, b.compute + b.bubble)
-    return worst
+    worst = _slowest_rank(forward_time_breakdown, model, hw, split_across_dp(seq_lens, dp, balance), tp, pp,
+                          token_budget)
+    return 0.0 if worst is None else worst.compute + worst.bubble
 
 
 def train_pass_time(
@@ -120,17 +128,10 @@ def train_pass_time(
     seq_lens = np.asarray(seq_lens)
     total = 0.0
     for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance):
-        worst_busy, worst_compute = 0.0, 0.0
-        for rank in (seq_lens[idx] for idx in step):
-            if len(rank) == 0:
-                continue
-            tokens = float(rank.sum())
-            b = train_time_breakdown(
-                model, hw, tp * pp, tokens, float(np.square(rank, dtype=np.float64).sum()), tp=tp, pp=pp,
-                micro_batches=micro_batch_count(tokens, token_budget), gpus_per_node=gpus_per_node,
-            )
-            if b.compute + b.bubble > worst_busy:
-                worst_busy, worst_compute = b.compute + b.bubble, b.compute
-        exposed = max(0.0, comm - BACKWARD_FRACTION * worst_compute) if overlap_grad_reduce else comm
-        total += worst_busy + exposed + opt
+        worst = _slowest_rank(train_time_breakdown, model, hw, (seq_lens[idx] for idx in step), tp, pp,
+                              token_budget, gpus_per_node=gpus_per_node)
+        if worst is None:
+            continue
+        exposed = max(0.0, comm - BACKWARD_FRACTION * worst.compute) if overlap_grad_reduce else comm
+        total += worst.compute + worst.bubble + exposed + opt
     return total
