@@ -9,10 +9,6 @@ from rlsim.hardware import HardwareProfile
 from rlsim.scenario.schema import RoleSpec, Scenario
 
 
-def role_gpus(scn: Scenario, role: RoleSpec) -> int:
-    return role.gpus if role.gpus is not None else scn.cluster.pools[role.pool].gpus
-
-
 def role_hardware(scn: Scenario, role: RoleSpec) -> HardwareProfile:
     return scn.cluster.pools[role.pool].profile()
 
@@ -33,7 +29,7 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     capacity = kv_capacity_tokens(
         model, hw, tp, role.engine.gpu_memory_utilization, role.engine.activation_reserve_gb * 1e9
     )
-    count = role_gpus(scn, role) // tp
+    count = scn.role_gpus(role_name) // tp
     shared: dict = {}  # identical replicas share one decode-coefficient table
     return [
         InferenceEngine(

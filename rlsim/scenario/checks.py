@@ -65,12 +65,6 @@ def _check_pools(scn: Scenario, problems: list[Problem]) -> dict[str, HardwarePr
     return profiles
 
 
-def role_gpus(scn: Scenario, role: str) -> int:
-    """GPUs a role uses: its `gpus`, or its whole pool."""
-    spec = scn.roles[role]  # type: ignore[index]
-    return spec.gpus if spec.gpus is not None else scn.cluster.pools[spec.pool].gpus
-
-
 def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
     """References, GPU counts and parallelism; return the roles sound enough for the memory check."""
     sound: set[str] = set()
@@ -250,12 +244,12 @@ def _check_memory(
                     )
                 )
         elif name in TRAINING_ROLES and max_tokens is not None:
-            dp = role.parallel.dp or role_gpus(scn, name) // (tp * pp)
+            dp = role.parallel.dp or scn.role_gpus(name) // (tp * pp)
             mem = role_training_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
         elif name in FORWARD_ROLES and max_tokens is not None:
-            dp = role.parallel.dp or role_gpus(scn, name) // (tp * pp)
+            dp = role.parallel.dp or scn.role_gpus(name) // (tp * pp)
             mem = role_forward_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))

@@ -463,3 +463,8 @@ class Scenario(Strict):
     workload: WorkloadSpec
     environments: EnvironmentsSpec = Field(default_factory=EnvironmentsSpec)
     schedule: ScheduleSpec
+
+    def role_gpus(self, name: str) -> int:
+        """GPUs a role uses: its `gpus`, or its whole pool."""
+        role = self.roles[name]
+        return role.gpus if role.gpus is not None else self.cluster.pools[role.pool].gpus

@@ -271,11 +271,7 @@ class FullyAsyncSchedule(RLSchedule):
         env = self.env
         start = env.now
         yield env.all_of([e.pause() for e in self.engines])
-        paused = env.now
-        yield env.timeout(self.weight_sync_time())
-        self._busy("actor", "actor", "sync", paused)
-        for e in self.engines:
-            env.ledger.record(e.name, "rollout", "sync", paused, env.now, env.rl_step, env.policy_version)
+        yield from self.broadcast_weights()
         self.rollout_version = env.policy_version
         self.syncs += 1
         mode = self.spec.interrupt
@@ -320,9 +316,8 @@ class FullyAsyncSchedule(RLSchedule):
             if len(keep) < len(self.buffer):
                 self._wake("_rollout_wake")
             self.buffer = keep
-        if any(all(s.outcome != "completed" for s in g.samples) for g in self.buffer):
-            # A group whose every trajectory failed has nothing to train on: it frees its slot.
-            dead = [g for g in self.buffer if all(s.outcome != "completed" for s in g.samples)]
+        dead = [g for g in self.buffer if all(s.outcome != "completed" for s in g.samples)]
+        if dead:  # a group whose every trajectory failed has nothing to train on: it frees its slot
             self.accepted_groups -= len(dead)
             self.buffer = [g for g in self.buffer if g not in dead]
             self._wake("_rollout_wake")

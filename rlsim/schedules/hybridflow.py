@@ -26,10 +26,7 @@ class HybridFlowSchedule(RLSchedule):
                 yield env.timeout(self.switch_to_generate_time())
                 self._busy("actor", "actor", "switch", start)
             else:
-                yield env.timeout(self.weight_sync_time())
-                self._busy("actor", "actor", "sync", start)
-                for e in self.engines:
-                    env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
+                yield from self.broadcast_weights()
         for e in self.engines:
             e.weight_version = env.policy_version
         timing["timing_s/update_weights"] = env.now - start

@@ -24,16 +24,6 @@ class OneStepOffSchedule(RLSchedule):
         prompt, response = yield from self._generate(prompts, n, rid)
         return prompt, response, self.env.now - start, self.last_batch
 
-    def _sync(self):
-        """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
-        env = self.env
-        start = env.now
-        yield env.timeout(self.weight_sync_time())
-        self._busy("actor", "actor", "sync", start)
-        for e in self.engines:
-            env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
-        return env.now - start
-
     def run(self):
         env = self.env
         rid = 0
@@ -46,7 +36,7 @@ class OneStepOffSchedule(RLSchedule):
             timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
             batch_version = self.engines[0].weight_version
             rid += len(prompt)
-            timing["timing_s/sync_rollout_weights"] = yield from self._sync()
+            timing["timing_s/sync_rollout_weights"] = yield from self.broadcast_weights()
             if step + 1 < self.total_steps:
                 pending = self._launch(rid)
             yield from self.train_batch(prompt + response, timing)

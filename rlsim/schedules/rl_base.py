@@ -13,7 +13,7 @@ import simpy
 from rlsim.costs.batching import forward_pass_time, train_pass_time
 from rlsim.costs.offload import offload_time
 from rlsim.costs.resharding import reshard_time, weight_broadcast_time
-from rlsim.engine.fleet import build_engines, register_pools, role_gpus, role_hardware
+from rlsim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
@@ -42,7 +42,7 @@ class RLSchedule(Schedule):
         self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
         for role, spec in scn.roles.items():
             if role != "rollout" and not (role == "reward" and self.judges):
-                env.ledger.add_group(role, spec.pool, role_gpus(scn, spec))
+                env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
         rollout, actor = scn.roles["rollout"], scn.roles["actor"]
         self.hybrid = rollout.pool == actor.pool
         self._preemptions = 0
@@ -76,7 +76,7 @@ class RLSchedule(Schedule):
 
     def _dp(self, name) -> int:
         r = self._role(name)
-        return role_gpus(self.scenario, r) // (r.parallel.tp * r.parallel.pp)
+        return self.scenario.role_gpus(name) // (r.parallel.tp * r.parallel.pp)
 
     def _gpn(self, name) -> int:
         return self.scenario.cluster.pools[self._role(name).pool].gpus_per_node
@@ -122,9 +122,19 @@ class RLSchedule(Schedule):
         hw_a, hw_r = role_hardware(scn, actor), role_hardware(scn, rollout)
         bw = min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s)
         return weight_broadcast_time(
-            scn.models[actor.model].weight_bytes_total, bw, role_gpus(scn, rollout),
+            scn.models[actor.model].weight_bytes_total, bw, scn.role_gpus("rollout"),
             max(hw_a.collective_latency_s, hw_r.collective_latency_s), scn.schedule.weight_sync_bucket_mb * 1e6,
         )
+
+    def broadcast_weights(self):
+        """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
+        env = self.env
+        start = env.now
+        yield env.timeout(self.weight_sync_time())
+        self._busy("actor", "actor", "sync", start)
+        for e in self.engines:
+            env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
+        return env.now - start
 
     def phase_time(self, phase: str, role: str, seq_lens: np.ndarray) -> float:
         scn = self.scenario
