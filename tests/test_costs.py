@@ -155,6 +155,15 @@ def test_decode_step_hand_case_tp2_with_allreduce(a100, llama7b):
     assert decode_step_time(llama7b, a100, 2, b, ctx) == pytest.approx(max(compute, memory) + 5e-3 + ar)
 
 
+def test_host_overhead_is_paid_per_running_sequence(a100, llama7b):
+    """DistServe's c*B term: a Python scheduler costs the same per sequence whatever the GPU does."""
+    for b in (1, 64, 256):
+        base = decode_step_time(llama7b, a100, 2, b, b * 1000)
+        assert decode_step_time(llama7b, a100, 2, b, b * 1000, host_per_seq_s=500e-6) - base == pytest.approx(
+            500e-6 * b
+        )
+
+
 def _brute_steps(c: DecodeCoefficients, s0: float, n: int) -> float:
     return sum(c.step_time(s0 + c.batch * k) for k in range(n))
 

@@ -97,8 +97,16 @@ def tp_allreduce_time(
     return 2 * model.layers * allreduce_time(size, tp, bw, hw.collective_latency_s)
 
 
-def decode_coefficients(model: ModelShape, hw: HardwareProfile, tp: int, batch: int) -> DecodeCoefficients:
-    """Coefficients of the decode step time for `batch` running sequences on a `tp`-GPU engine."""
+def decode_coefficients(
+    model: ModelShape, hw: HardwareProfile, tp: int, batch: int, host_per_seq_s: float = 0.0
+) -> DecodeCoefficients:
+    """Coefficients of the decode step time for `batch` running sequences on a `tp`-GPU engine.
+
+    `host_per_seq_s` is host work per running sequence per step that the engine does not overlap with
+    the GPU (DistServe's c*B term, REFERENCE.md section 2): scheduling, input preparation, sampler
+    bookkeeping, detokenisation. Engines that overlap their scheduler with the GPU have ~0; vLLM
+    before v0.6 spent 29% of its step time scheduling (REFERENCE.md section 2).
+    """
     peak = hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
     bw = hw.hbm_bytes_per_s * tp * hw.decode_eta_mem
     q_dim = model.heads * model.d_head
@@ -107,16 +115,16 @@ def decode_coefficients(model: ModelShape, hw: HardwareProfile, tp: int, batch: 
         compute1=4.0 * model.layers * q_dim / peak,
         mem0=_weight_bytes_read(model, batch) / bw,
         mem1=model.kv_bytes_per_token / bw,
-        fixed=hw.decode_fixed_overhead_s + tp_allreduce_time(model, hw, tp, batch),
+        fixed=hw.decode_fixed_overhead_s + tp_allreduce_time(model, hw, tp, batch) + host_per_seq_s * batch,
         batch=batch,
     )
 
 
 def decode_step_time(
-    model: ModelShape, hw: HardwareProfile, tp: int, batch: int, total_context: float
+    model: ModelShape, hw: HardwareProfile, tp: int, batch: int, total_context: float, host_per_seq_s: float = 0.0
 ) -> float:
-    """One decode step: max(compute, memory) / efficiencies + TP all-reduce + fixed overhead."""
-    return decode_coefficients(model, hw, tp, batch).step_time(total_context)
+    """One decode step: max(compute, memory) / efficiencies + TP all-reduce + fixed and per-sequence overhead."""
+    return decode_coefficients(model, hw, tp, batch, host_per_seq_s).step_time(total_context)
 
 
 def prefill_time(

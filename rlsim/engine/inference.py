@@ -154,7 +154,8 @@ class InferenceEngine:
     def _coefficients(self, batch: int) -> DecodeCoefficients:
         c = self._coeffs.get(batch)
         if c is None:
-            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch)
+            host = self.settings.host_overhead_per_seq_us * 1e-6
+            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch, host)
         return c
 
     def _generated_now(self, req: Request) -> int:

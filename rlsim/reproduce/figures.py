@@ -181,16 +181,21 @@ FIGURES = {
 }
 
 
+def plot(name: str, tab: pd.DataFrame):
+    """The figure `report(name, out)` saves, drawn from `tab` (the table FIGURES[name] builds)."""
+    _, x, ys, hue, title = FIGURES[name]
+    if name == "generation-tp":
+        tab = tab.assign(model=tab["model"] + " @ " + tab["gpu_memory_utilization"].astype(str))
+    if name == "long-tail":
+        tab = tab.assign(schedule=tab["schedule"] + " max " + tab["max_response"].astype(str))
+    return _line_plot(tab, x, ys, hue, title, logx=name == "batch-group")
+
+
 def report(name: str, out: Path) -> str:
-    build, x, ys, hue, title = FIGURES[name]
+    build, *_, title = FIGURES[name]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tab = build()
     tab.to_csv(out / "table.csv", index=False)
-    plot_tab = tab
-    if name == "generation-tp":
-        plot_tab = tab.assign(model=tab["model"] + " @ " + tab["gpu_memory_utilization"].astype(str))
-    if name == "long-tail":
-        plot_tab = tab.assign(schedule=tab["schedule"] + " max " + tab["max_response"].astype(str))
-    _line_plot(plot_tab, x, ys, hue, title, logx=name == "batch-group").savefig(out / f"{name}.png", dpi=110)
+    plot(name, tab).savefig(out / f"{name}.png", dpi=110)
     return f"{title}\n" + tab.to_string(index=False, float_format=lambda v: f"{v:,.3f}")

@@ -29,12 +29,15 @@ def nim_rows() -> list[dict]:
 
 
 def hybridflow_rows() -> tuple[list[dict], pd.DataFrame]:
-    from rlsim.reproduce.hybridflow_placement import findings, generation_tp_rows, run_grid
+    from rlsim.reproduce.hybridflow_placement import actor_share_row, findings, generation_tp_rows, run_grid
 
     tp = generation_tp_rows()
     rows = [{"name": r.name, "source": r.source, "published": r.published, "simulated": r.simulated}
             for r in tp.itertuples()]
-    return rows, findings(run_grid())
+    grid = run_grid()
+    share = actor_share_row(grid)
+    rows.append({k: share[k] for k in ("name", "source", "published", "simulated")})
+    return rows, findings(grid)
 
 
 def verl_rows() -> list[dict]:

@@ -95,6 +95,13 @@ class EngineSpec(Strict):
     activation_reserve_gb: float = Field(
         default=1.0, ge=0, description="Memory per GPU kept free for activations/CUDA graphs, GB (assumed)"
     )
+    host_overhead_per_seq_us: float = Field(
+        default=0.0,
+        ge=0,
+        description="Host (CPU) time per running sequence per decode step not overlapped with the GPU, us: "
+        "scheduling, input preparation, sampler bookkeeping. ~0 for engines that overlap their scheduler "
+        "(SGLang, vLLM >= 0.6); large for vLLM before 0.6 (Python scheduler, REFERENCE.md section 2)",
+    )
 
 
 class TrainSpec(Strict):
