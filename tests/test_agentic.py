@@ -134,9 +134,13 @@ def test_agentic_reproduction_orders_the_schedules():
 def test_llm_judge_served_by_its_own_engines():
     data = yaml.safe_load((ROOT / "scenarios/roll/rlvr-qwen2.5-7b-judge.yaml").read_text())
     data["steps"], data["algorithm"]["prompts_per_step"] = 1, 8
+    data["schedule"]["judge_scoring"] = "batch"  # verl: the batch is scored after generation
     res = simulate(parse_scenario(data, source="t"))
-    judge = res.timeline[res.timeline["pool"] == "judge"]
-    assert set(judge["role"]) == {"reward"} and set(judge["phase"]) == {"generate"}
+    judge = res.timeline[res.timeline["role"] == "reward"]
+    assert set(judge["phase"]) == {"reward"} and set(judge["gpu_group"]) <= {f"reward-{i}" for i in range(4)}
+    for step, rows in judge.groupby("step"):
+        gen = res.timeline[(res.timeline["role"] == "rollout") & (res.timeline["step"] == step)]
+        assert rows["start_s"].min() >= gen["end_s"].max()
     assert res.steps["timing_s/reward"].iloc[0] > 0
     assert any(name.startswith("reward-") for name in res.engine_stats["engine"])
 
@@ -150,7 +154,7 @@ def test_sample_level_judging_in_roll():
     data["schedule"] = {"kind": "roll", "async_generation_ratio": 1}
     res = simulate(parse_scenario(data, source="t"))
     tl = res.timeline
-    first_judge = tl[tl["pool"] == "judge"]["start_s"].min()
+    first_judge = tl[tl["role"] == "reward"]["start_s"].min()
     last_gen = tl[(tl["role"] == "rollout") & (tl["step"] == 0)]["end_s"].max()
     assert first_judge < last_gen
     assert "timing_s/reward" not in res.steps.columns  # nothing left to score on the trainer's path

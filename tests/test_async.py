@@ -126,7 +126,8 @@ def test_async_schedules_need_rollout_on_its_own_pool():
     data["roles"]["rollout"]["pool"] = "train"
     with pytest.raises(ScenarioError) as exc:
         parse_scenario(data, source="s.yaml")
-    assert exc.value.lines()[0].startswith("s.yaml: roles.rollout.pool: fully-async needs rollout on its own pool")
+    line = exc.value.lines()[0]
+    assert line.startswith("s.yaml: roles.rollout.pool: fully-async needs rollout on GPUs apart from the actor")
 
 
 def test_verl_spelling_maps_onto_the_staleness_rule():

@@ -224,7 +224,7 @@ class InferenceEngine:
     def _idle(self) -> None:
         if self._busy_start is not None:
             self.env.ledger.record(
-                self.name, self.role, "generate", self._busy_start, self.env.now,
+                self.name, self.role, "reward" if self.role == "reward" else "generate", self._busy_start, self.env.now,
                 self._busy_step, self.weight_version,
             )
             self._busy_start = None

@@ -87,11 +87,21 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
         if role.pool not in scn.cluster.pools:
             continue
         pool = scn.cluster.pools[role.pool]
-        gpus = role.gpus if role.gpus is not None else pool.gpus
-        if gpus > pool.gpus:
-            problems.append(Problem(f"{at}.gpus", f"asks {gpus} GPUs but pool {role.pool!r} has {pool.gpus}"))
-            ok = False
+        gpus = role.gpus if role.gpus is not None else pool.gpus - role.gpu_offset
         tp, pp, dp = role.parallel.tp, role.parallel.pp, role.parallel.dp
+        if role.gpu_offset >= pool.gpus:
+            problems.append(Problem(f"{at}.gpu_offset", f"{role.gpu_offset} is past pool {role.pool!r}'s "
+                                    f"{pool.gpus} GPUs"))
+            ok = False
+            continue
+        if role.gpu_offset + gpus > pool.gpus:
+            asks = f"GPUs {role.gpu_offset}..{role.gpu_offset + gpus - 1}" if role.gpu_offset else f"{gpus} GPUs"
+            problems.append(Problem(f"{at}.gpus", f"asks {asks} but pool {role.pool!r} has {pool.gpus}"))
+            ok = False
+        if role.gpu_offset % tp:
+            problems.append(Problem(f"{at}.gpu_offset", f"must be a multiple of tp ({tp}) so no tensor-parallel "
+                                    f"group straddles a node, got {role.gpu_offset}"))
+            ok = False
         if pool.gpus_per_node % tp:
             problems.append(
                 Problem(f"{at}.parallel.tp", f"must divide gpus_per_node ({pool.gpus_per_node}), got {tp}")

@@ -129,6 +129,12 @@ class RoleSpec(Strict):
     pool: str
     model: str = Field(description="Key into `models`")
     gpus: int | None = Field(default=None, gt=0, description="GPUs of the pool this role uses (default: all)")
+    gpu_offset: int = Field(
+        default=0,
+        ge=0,
+        description="First GPU of the pool this role uses: it holds GPUs [gpu_offset, gpu_offset + gpus) (ROLL's "
+        "device_mapping). Roles on overlapping GPUs take turns; roles on disjoint GPUs of one pool run concurrently",
+    )
     parallel: ParallelSpec = Field(default_factory=ParallelSpec)
     engine: EngineSpec | None = Field(
         default=None, description="Required for the rollout role; on the reward role: an LLM judge served by engines"
@@ -335,6 +341,11 @@ class HybridFlowSpec(Strict):
     )
     weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
     dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
+    judge_scoring: Literal["batch", "sample"] = Field(
+        default="batch",
+        description="LLM judge: `batch` scores the whole batch after generation (verl); `sample` scores each "
+        "response as soon as it finishes, on judge GPUs apart from the rollout's (ROLL's sample-level scheduling)",
+    )
 
 
 class OneStepOffSpec(Strict):
@@ -474,4 +485,17 @@ class Scenario(Strict):
     def role_gpus(self, name: str) -> int:
         """GPUs a role uses: its `gpus`, or its whole pool."""
         role = self.roles[name]
-        return role.gpus if role.gpus is not None else self.cluster.pools[role.pool].gpus
+        return role.gpus if role.gpus is not None else self.cluster.pools[role.pool].gpus - role.gpu_offset
+
+    def role_gpu_range(self, name: str) -> tuple[int, int]:
+        """The pool GPUs [start, stop) a role holds."""
+        start = self.roles[name].gpu_offset
+        return start, start + self.role_gpus(name)
+
+    def roles_share_gpus(self, a: str, b: str) -> bool:
+        """Whether two roles hold a common GPU (then they time-share it; a hybrid engine for actor and rollout)."""
+        ra, rb = self.roles[a], self.roles[b]
+        if ra.pool != rb.pool:
+            return False
+        (a0, a1), (b0, b1) = self.role_gpu_range(a), self.role_gpu_range(b)
+        return a0 < b1 and b0 < a1

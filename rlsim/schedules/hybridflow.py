@@ -2,12 +2,14 @@
 
 One step is verl's dataflow: generate -> {reward, old_log_prob, ref, values} -> advantage ->
 {update_critic, update_actor} -> new weights. Each phase runs on its role's resource pool; roles on
-one pool take turns (a FIFO lock per pool, in verl's call order), roles on different pools run as
-soon as their inputs exist. The actor's weights reach the rollout engines at the start of the next
+the same GPUs take turns (FIFO locks on GPU segments, in verl's call order), roles on different GPUs
+run as soon as their inputs exist. The actor's weights reach the rollout engines at the start of the next
 generation: a reshard (hybrid engine) when they share GPUs, a NIC broadcast when they do not.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from rlsim.schedules.rl_base import RLSchedule
 
@@ -16,10 +18,13 @@ class HybridFlowSchedule(RLSchedule):
     def _rollout(self, timing: dict, rid: int):
         """Weights to the engines, then generation (ReMax adds a greedy baseline pass)."""
         env, scn = self.env, self.scenario
-        rollout, actor = self._role("rollout"), self._role("actor")
-        pools = sorted({rollout.pool, actor.pool})
-        reqs = [self.locks[p].request() for p in pools]
-        yield env.all_of(reqs)
+        locks = self.gpu_locks
+        gen_gpus = locks.of("rollout")
+        judge_gpus = [s for s in locks.of("reward") if s not in gen_gpus] if self.sample_judging else []
+        held = locks.request(gen_gpus)  # the rollout GPUs, for the whole generation
+        judging = locks.request(judge_gpus)  # the judge's, while it scores responses as they finish
+        actor_only = locks.request([s for s in locks.of("actor") if s not in gen_gpus + judge_gpus])
+        yield env.all_of(held + judging + actor_only)
         start = env.now
         if env.rl_step > 0 or self.hybrid:
             if self.hybrid:
@@ -30,26 +35,47 @@ class HybridFlowSchedule(RLSchedule):
         for e in self.engines:
             e.weight_version = env.policy_version
         timing["timing_s/update_weights"] = env.now - start
-        if not self.hybrid:  # a disaggregated actor is free while the rollout pool generates
-            self.locks[actor.pool].release(reqs[pools.index(actor.pool)])
+        locks.release(actor_only)  # actor GPUs outside the rollout's are free while it generates
         gen_start = env.now
         algo = scn.algorithm
-        prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt, rid)
+        scoring: list = []
+        on_done = self._score_on_finish(scoring) if self.sample_judging else None
+        prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt, rid, on_done)
         self.batch_requests = self.last_batch
         timing["timing_s/gen"] = env.now - gen_start
+        if self.sample_judging:  # the responses that finished last are still being judged
+            gen_end = env.now
+            yield env.all_of(scoring)
+            timing["timing_s/reward"] = env.now - gen_end
+            locks.release(judging)
         if algo.kind == "remax":
             base_start = env.now
             yield from self._generate(algo.prompts_per_step, 1, rid + len(prompt))
             timing["timing_s/gen_max"] = env.now - base_start
         if self.hybrid:
             back = env.now
+            actor_only = locks.request([s for s in locks.of("actor") if s not in gen_gpus])
+            yield env.all_of(actor_only)
             yield env.timeout(self.switch_to_train_time())
             self._busy("actor", "actor", "switch", back)
             timing["timing_s/update_weights"] += env.now - back
-        for p, r in zip(pools, reqs, strict=True):
-            if self.hybrid or p != actor.pool:
-                self.locks[p].release(r)
+            locks.release(actor_only)
+        locks.release(held)
         return prompt, response
+
+    @property
+    def sample_judging(self) -> bool:
+        return bool(self.judges) and self.scenario.schedule.judge_scoring == "sample"
+
+    def _score_on_finish(self, scoring: list):
+        """A completion callback that sends each finished response to the judge (ROLL's sample-level reward)."""
+
+        def score(event) -> None:
+            req = event.value
+            if not req.aborted:
+                scoring.append(self.env.process(self.judge(np.array([req.prompt_tokens + req.generated]))))
+
+        return score
 
     def run(self):
         env = self.env
@@ -61,7 +87,7 @@ class HybridFlowSchedule(RLSchedule):
             self._preemptions = 0
             prompt, response = yield from self._rollout(timing, rid)
             rid += 2 * len(prompt)
-            yield from self.train_batch(prompt + response, timing)
+            yield from self.train_batch(prompt + response, timing, skip=("reward",) if self.sample_judging else ())
             self.mark_trained(self.batch_requests)
             env.policy_version += 1
             self.step_rows.append(self._row(step, start, timing, prompt, response))

@@ -15,6 +15,7 @@ from rlsim.costs.resharding import reshard_redundant_bytes_per_gpu
 from rlsim.scenario.checks import role_forward_memory, role_training_memory
 from rlsim.scenario.errors import Problem
 from rlsim.scenario.schema import Scenario
+from rlsim.schedules.gpu_locks import gpu_runs
 
 COLOCATED_SETS = {
     "colocate": [["actor", "rollout", "reference", "critic", "reward"]],
@@ -134,21 +135,27 @@ class SetMemory:
         return self.peak <= self.capacity
 
 
-def colocated_memory(scn: Scenario, pool_name: str, roles: list[str], gpus: int, max_seq_tokens: int) -> SetMemory:
-    """Per-GPU memory of roles time-sharing `gpus` GPUs of a pool (params/grads/optimizer stay resident
-    unless offloaded; activations only in the active phase; the rollout engine's share during generation).
+def colocated_memory(
+    scn: Scenario, pool_name: str, roles: list[str], gpus: int | None, max_seq_tokens: int
+) -> SetMemory:
+    """Per-GPU memory of roles time-sharing GPUs of a pool (params/grads/optimizer stay resident unless
+    offloaded; activations only in the active phase; an engine's share while it generates or judges).
+
+    `gpus`: the set's size when every role spans it (HybridFlow's get_min_alloc varies it); None uses
+    each role's own GPU count (roles on partly overlapping GPUs).
     """
     pool = scn.cluster.pools[pool_name]
     hw = pool.profile()
     resident: dict[str, float] = {}
     active: dict[str, float] = {}
+    engines = [role for role in roles if scn.roles[role].engine is not None]
     for role in roles:
-        if role == "rollout":
+        if role in engines:
             continue
         r = scn.roles[role]
         model = scn.models[r.model]
         tp, pp = r.parallel.tp, r.parallel.pp
-        dp = max(1, gpus // (tp * pp))
+        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // (tp * pp))
         t = r.train
         if role in TRAINED:
             m = role_training_memory(r, model, hw, dp, max_seq_tokens)
@@ -164,6 +171,11 @@ def colocated_memory(scn: Scenario, pool_name: str, roles: list[str], gpus: int,
     training = states + max(active.values(), default=0.0)
     generation = states
     detail = ", ".join(f"{r} {v / _GB:.1f}" for r, v in resident.items())
+    judges = [role for role in engines if role != "rollout"]
+    if judges:  # an LLM judge's engine on these GPUs (it takes turns with the rollout engine)
+        judge = max(hw.hbm_bytes * scn.roles[j].engine.gpu_memory_utilization for j in judges)
+        generation = states + judge
+        detail += f", judge engine {judge / _GB:.1f}"
     if "rollout" in roles:
         ro = scn.roles["rollout"]
         engine = hw.hbm_bytes * ro.engine.gpu_memory_utilization
@@ -178,7 +190,7 @@ def colocated_memory(scn: Scenario, pool_name: str, roles: list[str], gpus: int,
                 spec.reshard, scn.models[ro.model].weight_bytes_total, actor.parallel.tp, actor.parallel.pp,
                 ro.parallel.tp,
             )
-        generation = states + engine - shared
+        generation = max(generation, states + engine - shared)
         detail += f", rollout engine {engine / _GB:.1f}"
     return SetMemory(generation, training, hw.hbm_bytes, detail)
 
@@ -203,9 +215,9 @@ def hybridflow_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
     if kind != "ppo" and "critic" in scn.roles:
         return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
     schedule = scn.schedule.kind
-    if schedule != "hybridflow" and scn.roles["rollout"].pool == scn.roles["actor"].pool:
-        return [Problem("roles.rollout.pool", f"{schedule} needs rollout on its own pool, apart from the actor's "
-                        f"({scn.roles['actor'].pool!r})")]
+    if schedule != "hybridflow" and scn.roles_share_gpus("rollout", "actor"):
+        return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
+                        f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
     return placement_problems(scn, max_seq_tokens)
 
 
@@ -215,6 +227,17 @@ def placement_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
     if placement is None:
         return problems
     rs = placement.scenario
+    if getattr(scn.schedule, "judge_scoring", "batch") == "sample":
+        reward = rs.roles.get("reward")
+        if reward is None or reward.engine is None:
+            return [Problem("schedule.judge_scoring", "'sample' needs an LLM judge (a reward role with an engine)")]
+        if rs.workload.agent is not None:
+            return [Problem("schedule.judge_scoring", "'sample' scores single-turn responses; multi-turn "
+                            "trajectories are judged as a batch ('batch')")]
+        if rs.roles_share_gpus("reward", "rollout"):
+            return [Problem("schedule.judge_scoring", f"'sample' needs the judge on GPUs apart from the rollout's "
+                            f"(reward GPUs {rs.role_gpu_range('reward')} and rollout GPUs "
+                            f"{rs.role_gpu_range('rollout')} of pool {reward.pool!r} overlap)")]
     if scn.schedule.placement != "custom":
         from rlsim.scenario.checks import check_scenario
 
@@ -223,18 +246,33 @@ def placement_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
         return [Problem(p.path, f"with placement {shortcut!r}: {p.message}") for p in check_scenario(rs)]
     for pool_name, roles in placement.sets.items():
         pool = rs.cluster.pools[pool_name]
-        mem = colocated_memory(rs, pool_name, roles, pool.gpus, max_seq_tokens)
-        if mem.fits:
-            continue
-        need = _min_gpus(rs, pool_name, roles, max_seq_tokens)
-        hint = f"; needs at least {need} GPUs" if need else "; does not fit at any size (offload or shard more)"
-        phase = "generation" if mem.generation >= mem.training else "training"
-        problems.append(Problem(
-            "schedule.placement",
-            f"pool {pool_name!r} ({pool.gpus} x {pool.hardware}): {'+'.join(roles)} need "
-            f"{mem.peak / _GB:.1f} GB per GPU in {phase} (resident: {mem.detail}) > {mem.capacity / _GB:.0f} GB{hint}",
-        ))
+        if all(rs.role_gpu_range(r) == (0, pool.gpus) for r in roles):
+            groups = [(roles, pool.gpus, f"pool {pool_name!r} ({pool.gpus} x {pool.hardware})")]
+        else:  # roles on parts of the pool: each run of GPUs the same roles hold is checked on its own
+            groups = []
+            for start, stop in gpu_runs(rs, pool_name):
+                held = [r for r in roles if _covers(rs.role_gpu_range(r), start, stop)]
+                if held:
+                    groups.append((held, None, f"pool {pool_name!r} GPUs {start}..{stop - 1} ({pool.hardware})"))
+        for held, gpus, where in groups:
+            mem = colocated_memory(rs, pool_name, held, gpus, max_seq_tokens)
+            if mem.fits:
+                continue
+            hint = ""
+            if gpus is not None:
+                need = _min_gpus(rs, pool_name, held, max_seq_tokens)
+                hint = f"; needs at least {need} GPUs" if need else "; does not fit at any size (offload or shard more)"
+            phase = "generation" if mem.generation >= mem.training else "training"
+            problems.append(Problem(
+                "schedule.placement",
+                f"{where}: {'+'.join(held)} need {mem.peak / _GB:.1f} GB per GPU in {phase} "
+                f"(resident: {mem.detail}) > {mem.capacity / _GB:.0f} GB{hint}",
+            ))
     return problems
+
+
+def _covers(span: tuple[int, int], start: int, stop: int) -> bool:
+    return span[0] <= start and stop <= span[1]
 
 
 def _min_gpus(scn: Scenario, pool_name: str, roles: list[str], max_seq_tokens: int, limit: int = 4096) -> int | None:

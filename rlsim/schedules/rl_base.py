@@ -8,7 +8,6 @@ a weight sync, a hybrid-engine switch) and how it occupies its pool are the same
 from __future__ import annotations
 
 import numpy as np
-import simpy
 
 from rlsim.costs.batching import forward_pass_time, train_pass_time
 from rlsim.costs.offload import offload_time
@@ -17,6 +16,7 @@ from rlsim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
+from rlsim.schedules.gpu_locks import GpuLocks
 from rlsim.schedules.placement import resolve_placement
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import sample_lengths
@@ -37,14 +37,13 @@ class RLSchedule(Schedule):
         scn = self.scenario
         register_pools(scn, env)
         self.engines = build_engines(scn, env, "rollout")
-        self.locks = {name: simpy.Resource(env, capacity=1) for name in scn.cluster.pools}
+        self.gpu_locks = GpuLocks(env, scn)
         # An LLM judge (reward role with an engine section) is served by engines of its own.
         self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
         for role, spec in scn.roles.items():
             if role != "rollout" and not (role == "reward" and self.judges):
                 env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
-        rollout, actor = scn.roles["rollout"], scn.roles["actor"]
-        self.hybrid = rollout.pool == actor.pool
+        self.hybrid = scn.roles_share_gpus("rollout", "actor")
         self._preemptions = 0
         self._rid = 10**9  # multi-turn requests: ids apart from single-turn ones
         self.trajectories: list[Trajectory] = []
@@ -186,8 +185,11 @@ class RLSchedule(Schedule):
         rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
         return prompt, rest
 
-    def _generate(self, n_prompts: int, samples_per_prompt: int, first_rid: int):
-        """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays."""
+    def _generate(self, n_prompts: int, samples_per_prompt: int, first_rid: int, on_done=None):
+        """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays.
+
+        `on_done(event)` is called as each request finishes (sample-level work such as judging).
+        """
         if self.scenario.workload.agent is not None:
             return (yield from self._generate_agentic(n_prompts, samples_per_prompt))
         scn, env = self.scenario, self.env
@@ -197,7 +199,9 @@ class RLSchedule(Schedule):
         reqs = []
         for i in range(len(prompt)):
             req = Request(first_rid + i, int(prompt[i]), int(response[i]), meta={"step": env.rl_step})
-            self.engines[where[i]].submit(req)
+            done = self.engines[where[i]].submit(req)
+            if on_done is not None:
+                done.callbacks.append(on_done)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
         self.requests_done.extend(reqs)
@@ -219,21 +223,20 @@ class RLSchedule(Schedule):
         return 2 * one_way
 
     def _pass(self, phase: str, role: str, seq_lens: np.ndarray, timing: dict):
+        """One model phase on its role's GPUs, after the phases queued there before it."""
         env = self.env
-        if phase == "reward" and self.judges:
-            with self.locks[self._role("reward").pool].request() as lock:
-                yield lock
-                start = env.now
-                yield from self.judge(seq_lens)
-                timing["timing_s/reward"] = env.now - start
-            return
-        pool = self._role(role).pool
-        with self.locks[pool].request() as lock:
-            yield lock
+        held = self.gpu_locks.request(self.gpu_locks.of(role))
+        try:
+            yield env.all_of(held)
             start = env.now
-            yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
-            self._busy(role, role, "train" if phase.startswith("update_") else "forward", start)
+            if phase == "reward" and self.judges:
+                yield from self.judge(seq_lens)
+            else:
+                yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
+                self._busy(role, role, "train" if phase.startswith("update_") else "forward", start)
             timing[f"timing_s/{phase}"] = env.now - start
+        finally:
+            self.gpu_locks.release(held)
 
     def _rule_reward(self, n: int, timing: dict):
         algo = self.scenario.algorithm
