@@ -264,8 +264,10 @@ def test_figures_batch_size_and_generation_tp():
     for _, rows in bg.groupby("samples_per_prompt"):
         assert rows["throughput_tokens_per_s"].is_monotonic_increasing
         assert rows["gpu_idle_fraction"].iloc[-1] < rows["gpu_idle_fraction"].iloc[0]
-    tp = generation_tp_table().set_index(["model", "gpu_memory_utilization", "gen_tp"])["generation_s"]
-    assert tp[("llama-7b", 0.3, 4)] < tp[("llama-7b", 0.3, 1)]
+    tp = generation_tp_table().set_index(["model", "engine", "gpu_memory_utilization", "gen_tp"])["generation_s"]
+    assert tp[("llama-7b", "modern engine", 0.3, 4)] < tp[("llama-7b", "modern engine", 0.3, 1)]
+    # With vLLM 0.3.1's per-sequence host cost, fewer sequences per engine win (HybridFlow's t_g finding).
+    assert tp[("llama-7b", "vLLM 0.3.1", 0.5, 2)] < 0.5 * tp[("llama-7b", "vLLM 0.3.1", 0.5, 8)]
 
 
 def test_generation_tp_finding_fitted_on_7b_predicts_13b():

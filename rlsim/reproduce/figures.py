@@ -53,24 +53,37 @@ def _line_plot(tab: pd.DataFrame, x: str, ys: list[tuple[str, str]], hue: str, t
 # ---------------------------------------------------------------- F3
 
 
+# The engine of HybridFlow's testbed (vLLM 0.3.1): per-sequence host overhead fitted to its 7B t_g finding
+# (scenarios/hybridflow/*.yaml, REFERENCE.md section 5); 0 for engines that overlap their scheduler.
+ENGINES = {"modern engine": 0.0, "vLLM 0.3.1": 512.0}
+
+
 def generation_tp_table() -> pd.DataFrame:
-    """Generation latency of 1024 x 1024-token samples on 16 A100s by engine TP and memory share."""
+    """Generation latency of 1024 x 1024-token samples on 16 A100s by engine TP, memory share and engine.
+
+    Generation only (no training roles): one batch through 16 / t_g engines. The vLLM 0.3.1 rows add
+    its fitted per-sequence host overhead at verl's default memory share (0.5).
+    """
     rows = []
     for model in ("llama-7b", "llama-13b"):
-        for util in (0.3, 0.5, 0.8):
-            for tp in (1, 2, 4, 8):
-                data = _load("quickstart.yaml")
-                data.update(name=f"f3-{model}-{util}-{tp}", steps=1)
-                data["cluster"]["pools"]["gen"] = {"hardware": "a100-80gb", "nodes": 2, "gpus_per_node": 8}
-                data["models"]["policy"] = {"preset": model}
-                data["roles"]["rollout"]["parallel"] = {"tp": tp}
-                data["roles"]["rollout"]["engine"]["gpu_memory_utilization"] = util
-                data["algorithm"].update(prompts_per_step=1024, samples_per_prompt=1)
-                data["workload"] = {"prompt_length": {"kind": "fixed", "value": 1024},
-                                    "response_length": {"kind": "fixed", "value": 1024}}
-                s = _run(data)
-                rows.append({"model": model, "gpu_memory_utilization": util, "gen_tp": tp,
-                             "generation_s": s["step_time_s"] if s else float("nan")})
+        for engine, host_us in ENGINES.items():
+            for util in (0.3, 0.5, 0.8) if host_us == 0 else (0.5,):
+                for tp in (1, 2, 4, 8):
+                    data = {
+                        "name": f"f3-{model}-{util}-{tp}-{host_us:g}", "steps": 1,
+                        "cluster": {"pools": {"gen": {"hardware": "a100-80gb", "nodes": 2, "gpus_per_node": 8}}},
+                        "models": {"policy": {"preset": model}},
+                        "roles": {"rollout": {"pool": "gen", "model": "policy", "parallel": {"tp": tp},
+                                              "engine": {"gpu_memory_utilization": util, "max_num_seqs": 256,
+                                                         "host_overhead_per_seq_us": host_us}}},
+                        "algorithm": {"kind": "generate", "prompts_per_step": 1024, "samples_per_prompt": 1},
+                        "workload": {"prompt_length": {"kind": "fixed", "value": 1024},
+                                     "response_length": {"kind": "fixed", "value": 1024}},
+                        "schedule": {"kind": "generation-only"},
+                    }
+                    s = _run(data)
+                    rows.append({"model": model, "engine": engine, "gpu_memory_utilization": util, "gen_tp": tp,
+                                 "generation_s": s["step_time_s"] if s else float("nan")})
     return pd.DataFrame(rows)
 
 
@@ -168,7 +181,7 @@ def batch_group_table() -> pd.DataFrame:
 
 FIGURES = {
     "generation-tp": (generation_tp_table, "gen_tp", [("generation_s", "generation latency (s)")], "model",
-                      "F3: generation TP vs latency under KV pressure (16 A100, 1024 x 1024 tokens)"),
+                      "F3: generation TP vs latency (16 A100, 1024 x 1024)"),
     "async-scaling": (async_scaling_table, "gpus", [("throughput_tokens_per_s", "tokens/s"),
                                                     ("gpu_idle_fraction", "GPU idle")], "schedule",
                       "F4: sync vs one-step-off vs fully async (GRPO 7B, H100)"),
@@ -185,7 +198,7 @@ def plot(name: str, tab: pd.DataFrame):
     """The figure `report(name, out)` saves, drawn from `tab` (the table FIGURES[name] builds)."""
     _, x, ys, hue, title = FIGURES[name]
     if name == "generation-tp":
-        tab = tab.assign(model=tab["model"] + " @ " + tab["gpu_memory_utilization"].astype(str))
+        tab = tab.assign(model=tab["model"] + " @ " + tab["gpu_memory_utilization"].astype(str) + ", " + tab["engine"])
     if name == "long-tail":
         tab = tab.assign(schedule=tab["schedule"] + " max " + tab["max_response"].astype(str))
     return _line_plot(tab, x, ys, hue, title, logx=name == "batch-group")

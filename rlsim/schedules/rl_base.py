@@ -27,7 +27,7 @@ UPDATE_PHASES = (("update_critic", "critic"), ("update_actor", "actor"))
 
 
 class RLSchedule(Schedule):
-    """Base of the RL schedules: pools, engines, per-pool locks, GPU groups per model role."""
+    """Base of the RL schedules: pools, engines, GPU-segment locks, GPU groups per model role."""
 
     def __init__(self, scenario, env):
         placement, problems = resolve_placement(scenario)
