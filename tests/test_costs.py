@@ -411,6 +411,29 @@ def test_overlap_hides_comm_when_compute_is_long(a100, llama7b):
     assert bd.grad_comm == pytest.approx(comm) and bd.total == pytest.approx(short + comm - 2 / 3 * short)
 
 
+@pytest.mark.parametrize(("sharding", "dtype", "expected"),
+                         [("megatron", "fp32", 3.0), ("megatron", "bf16", 2.0), ("fsdp", "fp32", 4.0),
+                          ("fsdp", "bf16", 3.0)])
+def test_dp_traffic_per_param_by_sharding_and_reduce_dtype(sharding, dtype, expected):
+    """Megatron distributed optimizer: reduce-scatter grads (4 or 2 B) + all-gather bf16 params (2 B);
+    FSDP: two param all-gathers + the reduce-scatter; an all-reduce of b bytes moves 2b."""
+    from rlsim.scenario.schema import TrainSpec
+
+    assert TrainSpec(sharding=sharding, grad_reduce_dtype=dtype).grad_comm_bytes_per_param == expected
+
+
+def test_fp32_gradient_reduce_costs_more_when_comm_bound(a100, llama7b):
+    import numpy as np
+
+    from rlsim.costs.batching import train_pass_time
+
+    lens = np.full(64, 512)  # little work per rank: the all-reduce over 16 nodes is exposed
+    args = (llama7b, a100, lens, 1, 1, 16, 16384, 1, 1)
+    bf16, fp32 = train_pass_time(*args, grad_bytes=2.0), train_pass_time(*args, grad_bytes=3.0)
+    extra = grad_allreduce_time(llama7b, a100, 1, 1, 16, 8, 3.0) - grad_allreduce_time(llama7b, a100, 1, 1, 16, 8, 2.0)
+    assert extra > 0.4 and fp32 - bf16 == pytest.approx(extra)
+
+
 def test_pipeline_train_time_includes_bubble(a100, llama7b):
     # 8 GPUs as PP8, 16 micro-batches: compute x (16 + 7)/16; single dp rank -> no gradient all-reduce.
     compute = 6 * N7B * 65536 / (8 * 312e12 * 0.4)

@@ -121,9 +121,13 @@ def train_pass_time(
     overlap_grad_reduce: bool = True,
     shard_optimizer: bool = True,
     gpus_per_node: int = 8,
+    grad_bytes: float = 2.0,
 ) -> float:
-    """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank."""
-    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node)
+    """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
+
+    `grad_bytes`: DP traffic per parameter as an equivalent all-reduce (TrainSpec.grad_comm_bytes_per_param).
+    """
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes)
     opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer)
     seq_lens = np.asarray(seq_lens)
     total = 0.0

@@ -123,6 +123,22 @@ class TrainSpec(Strict):
     optimizer_offload: bool = Field(default=False, description="Keep optimizer states in host memory outside training")
     activation_checkpointing: bool = True
     overlap_grad_reduce: bool = Field(default=True, description="Overlap the DP gradient all-reduce with backward")
+    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32",
+        description="dtype of the DP gradient reduction: Megatron-LM forces fp32 for bf16 training "
+        "(accumulate_allreduce_grads_in_fp32); verl's FSDP mixed precision defaults reduce_dtype to fp32",
+    )
+
+    @property
+    def grad_comm_bytes_per_param(self) -> float:
+        """DP traffic per parameter per update, as the bytes of an equivalent ring all-reduce.
+
+        An all-reduce moves 2x its size; Megatron's distributed optimizer reduce-scatters the gradients
+        and all-gathers the bf16 params ((g + 2) / 2); FSDP all-gathers the params twice (forward and
+        backward) and reduce-scatters the gradients ((g + 4) / 2).
+        """
+        grad = 4.0 if self.grad_reduce_dtype == "fp32" else 2.0
+        return (grad + 2.0) / 2.0 if self.sharding == "megatron" else (grad + 4.0) / 2.0
 
 
 class RoleSpec(Strict):

@@ -145,7 +145,7 @@ class RLSchedule(Schedule):
             return train_pass_time(
                 model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
                 algo.mini_batches, algo.epochs, balance=t.balance_batch, overlap_grad_reduce=t.overlap_grad_reduce,
-                shard_optimizer=True, gpus_per_node=self._gpn(role),
+                shard_optimizer=True, gpus_per_node=self._gpn(role), grad_bytes=t.grad_comm_bytes_per_param,
             )
         return forward_pass_time(
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
