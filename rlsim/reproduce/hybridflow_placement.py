@@ -214,25 +214,28 @@ def actor_share_row(table: pd.DataFrame) -> dict:
 
 
 def plot(table: pd.DataFrame):
+    """Throughput (top) and cluster GPU idle fraction (bottom) vs GPUs, per placement and model."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(table["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.4), sharey=False)
-    for ax, model in zip(axes if len(models) > 1 else [axes], models, strict=True):
+    fig, axes = plt.subplots(2, len(models), figsize=(4 * len(models), 6.2), squeeze=False, sharex=True)
+    for col, model in enumerate(models):
         sub = table[(table["model"] == model) & table["feasible"]]
         for placement, rows in sub.groupby("placement"):
-            ax.plot(rows["gpus"], rows["throughput_tokens_per_s"] / 1e3, marker="o", label=placement)
-        ax.set_title(model)
-        ax.set_xlabel("GPUs (A100-80GB)")
-        ax.set_xticks(list(GPUS))
-        ax.grid(alpha=0.3)
-    first = axes[0] if len(models) > 1 else axes
-    first.set_ylabel("throughput (k tokens/s)")
-    first.legend(fontsize=8)
-    fig.suptitle("PPO throughput by placement (HybridFlow setup)")
+            axes[0][col].plot(rows["gpus"], rows["throughput_tokens_per_s"] / 1e3, marker="o", label=placement)
+            axes[1][col].plot(rows["gpus"], rows["gpu_idle_fraction"], marker="o", label=placement)
+        axes[0][col].set_title(model)
+        axes[1][col].set_xlabel("GPUs (A100-80GB)")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.set_xticks(list(GPUS))
+            ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("throughput (k tokens/s)")
+    axes[1][0].set_ylabel("GPU idle fraction")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("PPO throughput and idle by placement (HybridFlow setup)")
     fig.tight_layout()
     return fig
 

@@ -99,6 +99,28 @@ def complexity_table(model_name: str = "llama-7b", gpus: int = 64, gen_tp: int =
     return pd.DataFrame(rows)
 
 
+def plot_complexity(comp: pd.DataFrame):
+    """F9: per strategy, what it holds and moves — the costs the papers argue about but rarely state."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = (("generation_replicas", "generation replicas"), ("redundant_gb_per_gpu", "redundant weights (GB/GPU)"),
+               ("sync_gb_per_step", "weight traffic (GB/step)"), ("staleness_bound", "staleness bound (versions)"))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.8))
+    y = range(len(comp))
+    for ax, (col, label) in zip(axes, metrics, strict=True):
+        ax.barh(list(y), comp[col], color="tab:blue")
+        ax.set_yticks(list(y), comp["strategy"] if ax is axes[0] else [""] * len(comp), fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle("F9: what each strategy holds and moves (Llama-7B, 64 A100, training tp 8, t_g 2)")
+    fig.tight_layout()
+    return fig
+
+
 def report(out: Path) -> str:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -107,6 +129,7 @@ def report(out: Path) -> str:
     plot_transitions(tab).savefig(out / "transition_cost.png", dpi=110)
     comp = complexity_table()
     comp.to_csv(out / "complexity.csv", index=False)
+    plot_complexity(comp).savefig(out / "complexity.png", dpi=110)
     lines = ["Train -> generate transition (s per step) at 128 GPUs:"]
     for r in tab[tab["gpus"] == 128].itertuples():
         lines.append(f"  {r.model:<10} {r.method:<24} {r.bytes_per_gpu / 1e9:7.2f} GB/GPU  {r.seconds:7.3f} s")
