@@ -397,7 +397,10 @@ def _start_sweep(out: Path, backend: str) -> subprocess.Popen:
         str(out),
         "--no-progress",
     ]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    # A shell that starts pytest in the background makes it ignore SIGINT, and children inherit that;
+    # the sweep must see Ctrl-C as a terminal would deliver it.
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_points(proc: subprocess.Popen, out: Path, k: int) -> list[Path]:
