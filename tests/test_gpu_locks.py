@@ -118,3 +118,13 @@ def test_any_device_mapping_keeps_gpus_exclusive(rollout_gpus, judge_gpus, scori
     res = simulate(parse_scenario(data, source="t"))
     assert_no_gpu_double_booked(res)
     assert (res.steps["samples"] == 16 * 8).all()
+
+
+def test_a_placement_shortcut_decides_the_gpus_itself():
+    """`colocate` puts every role on all GPUs: a role's own gpus/gpu_offset do not survive the rewrite."""
+    from rlsim.schedules.placement import resolve_placement
+
+    data = judge_scenario(placement="colocate", judge_scoring="batch")
+    placement, problems = resolve_placement(parse_scenario(data, source="t"))
+    assert not problems
+    assert {placement.scenario.role_gpu_range(r) for r in placement.scenario.roles} == {(0, 16)}

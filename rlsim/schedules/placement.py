@@ -79,7 +79,7 @@ def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
         new_pools[name] = sub
         sets[name] = group
         for role in group:
-            new_roles[role] = scn.roles[role].model_copy(update={"pool": name, "gpus": None})
+            new_roles[role] = scn.roles[role].model_copy(update={"pool": name, "gpus": None, "gpu_offset": 0})
     if problems:
         return None, problems
     cluster = scn.cluster.model_copy(update={"pools": new_pools})
