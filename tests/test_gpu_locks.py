@@ -128,3 +128,14 @@ def test_a_placement_shortcut_decides_the_gpus_itself():
     placement, problems = resolve_placement(parse_scenario(data, source="t"))
     assert not problems
     assert {placement.scenario.role_gpu_range(r) for r in placement.scenario.roles} == {(0, 16)}
+
+
+def test_async_schedules_keep_the_judge_on_gpus_of_its_own():
+    data = judge_scenario()
+    data["cluster"]["pools"]["train"] = {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 4}
+    data["roles"]["actor"]["pool"] = data["roles"]["reference"]["pool"] = "train"
+    data["roles"]["reward"].update(pool="train", gpu_offset=0)
+    data["schedule"] = {"kind": "roll", "async_generation_ratio": 1}
+    with pytest.raises(ScenarioError) as exc:
+        parse_scenario(data, source="t")
+    assert "roles.reward.pool: roll scores samples while other roles run" in exc.value.lines()[0]

@@ -218,6 +218,12 @@ def hybridflow_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
     if schedule != "hybridflow" and scn.roles_share_gpus("rollout", "actor"):
         return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
                         f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
+    reward = scn.roles.get("reward")
+    if schedule != "hybridflow" and reward is not None and reward.engine is not None:
+        shared = [r for r in scn.roles if r != "reward" and scn.roles_share_gpus("reward", r)]
+        if shared:
+            return [Problem("roles.reward.pool", f"{schedule} scores samples while other roles run, so the LLM "
+                            f"judge needs GPUs of its own; it shares GPUs with {', '.join(shared)}")]
     return placement_problems(scn, max_seq_tokens)
 
 
