@@ -307,6 +307,7 @@ def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_toke
     return training_memory_per_gpu(
         model, hw, role.parallel.tp, role.parallel.pp, dp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
         shard_optimizer=True, shard_grads=fsdp, shard_params=fsdp,
+        grad_bytes=4.0 if t.grad_reduce_dtype == "fp32" else 2.0,
         activation_checkpointing=t.activation_checkpointing,
     )
 
