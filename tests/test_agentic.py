@@ -158,3 +158,12 @@ def test_sample_level_judging_in_roll():
     last_gen = tl[(tl["role"] == "rollout") & (tl["step"] == 0)]["end_s"].max()
     assert first_judge < last_gen
     assert "timing_s/reward" not in res.steps.columns  # nothing left to score on the trainer's path
+
+
+def test_roll_rlvr_rollout_share_finding():
+    """ROLL Flash (REFERENCE.md section 8): rollout is more than 70% of an RLVR step."""
+    from rlsim.reproduce.validation import bound_findings
+
+    found = bound_findings().set_index("name")
+    row = found.loc["ROLL RLVR: rollout share of step time (rlvr-qwen2.5-7b-judge)"]
+    assert bool(row["passed"]) and float(row["simulated"]) > 0.70
