@@ -85,8 +85,17 @@ def validate(
     set_: SetOption = None,
 ) -> None:
     """Check a scenario (schema, references, parallelism, memory) without simulating."""
+    from rlsim.schedules.placement import placement_rows
+
     scn = _load(scenario, set_)
     console.print(f"{scenario}: ok ({scn.name}: {sum(p.gpus for p in scn.cluster.pools.values())} GPUs)")
+    rows = placement_rows(scn)
+    table = Table(title="placement")
+    for col in rows[0]:
+        table.add_column(col, no_wrap=col != "takes turns with")
+    for row in rows:
+        table.add_row(*row.values())
+    console.print(table)
 
 
 @app.command()

@@ -22,6 +22,20 @@ def test_validate_ok():
     assert "ok" in res.output
 
 
+def test_validate_shows_where_each_role_runs():
+    """ROLL's device mapping: the judge on GPUs 12-15 takes turns only with the roles that share them."""
+    from rlsim.scenario.loader import load_scenario
+    from rlsim.schedules.placement import placement_rows
+
+    path = QUICKSTART.parent / "roll" / "rlvr-qwen2.5-7b-judge.yaml"
+    rows = {r["role"]: r for r in placement_rows(load_scenario(path))}
+    assert rows["reward"]["pool GPUs"] == "12-15" and rows["reward"]["layout"] == "4 engines x tp 1"
+    assert rows["reward"]["takes turns with"] == "actor, reference"
+    assert rows["rollout"]["pool GPUs"] == "0-11" and rows["actor"]["layout"] == "tp 1 x pp 1 x dp 16"
+    res = runner.invoke(app, ["validate", str(path)])
+    assert res.exit_code == 0 and "12-15" in res.output
+
+
 def test_bad_overrides_exit_2_one_line_each_no_traceback():
     res = runner.invoke(app, ["validate", str(QUICKSTART), "--set", "steps=0", "--set", "seed=-1"])
     assert res.exit_code == 2

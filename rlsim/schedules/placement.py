@@ -292,3 +292,21 @@ def _min_gpus(scn: Scenario, pool_name: str, roles: list[str], max_seq_tokens: i
             return g
         g += step
     return None
+
+
+def placement_rows(scn: Scenario) -> list[dict]:
+    """Where each role runs once a placement shortcut is applied: pool, GPU range, parallelism, sharing."""
+    placement, _ = resolve_placement(scn) if scn.schedule.kind != "generation-only" else (None, [])
+    rs = placement.scenario if placement is not None else scn
+    rows = []
+    for role, spec in rs.roles.items():
+        start, stop = rs.role_gpu_range(role)
+        par = spec.parallel
+        if spec.engine is not None:
+            layout = f"{(stop - start) // par.tp} engines x tp {par.tp}"
+        else:
+            layout = f"tp {par.tp} x pp {par.pp} x dp {(stop - start) // (par.tp * par.pp)}"
+        shares = [r for r in rs.roles if r != role and rs.roles_share_gpus(role, r)]
+        rows.append({"role": role, "pool": spec.pool, "pool GPUs": f"{start}-{stop - 1}", "layout": layout,
+                     "takes turns with": ", ".join(shares) or "-"})
+    return rows
