@@ -32,6 +32,11 @@ class Result:
     tools: pd.DataFrame | None = None
     trajectories: pd.DataFrame | None = None
 
+    @property
+    def measured_steps(self) -> pd.DataFrame:
+        """The step rows the summary is computed from (warm-up steps left out)."""
+        return self.steps[~self.steps["warmup"]]
+
 
 def _samples(requests) -> pd.DataFrame:
     """One row per finished request (per-sample timing and policy versions: long tail, staleness)."""

@@ -96,7 +96,7 @@ def verl_measured() -> dict[str, pd.Series]:
     out = {}
     for mode, name in (("sync", "verl-dapo-7b-h20-sync.yaml"), ("one-step-off", "verl-dapo-7b-h20-one-step-off.yaml")):
         res = simulate(_scenario(name))
-        measured = res.steps[~res.steps["warmup"]].mean(numeric_only=True)
+        measured = res.measured_steps.mean(numeric_only=True)
         if mode == "sync":  # verl's sync `gen` timer wraps the hybrid-engine switch (rlsim's update_weights)
             measured["timing_s/gen"] = measured["timing_s/gen"] + measured["timing_s/update_weights"]
         out[mode] = measured

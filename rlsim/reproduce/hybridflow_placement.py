@@ -98,8 +98,8 @@ def run_point(model: str, gpus: int, placement: str, steps: int = 1) -> dict:
             if best is None or res.summary["throughput_tokens_per_s"] > best[1].summary["throughput_tokens_per_s"]:
                 best = (data, res)
         data, res = best
-        steps_ = res.steps[~res.steps["warmup"]] if "warmup" in res.steps else res.steps
-        share = ((steps_["timing_s/gen"] + steps_["timing_s/update_actor"]) / steps_["timing_s/step"]).mean()
+        measured = res.measured_steps
+        share = ((measured["timing_s/gen"] + measured["timing_s/update_actor"]) / measured["timing_s/step"]).mean()
         row.update(
             actor_gen_train_share=float(share),
             throughput_tokens_per_s=res.summary["throughput_tokens_per_s"], step_time_s=res.summary["step_time_s"],

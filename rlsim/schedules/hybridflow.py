@@ -21,9 +21,10 @@ class HybridFlowSchedule(RLSchedule):
         locks = self.gpu_locks
         gen_gpus = locks.of("rollout")
         judge_gpus = [s for s in locks.of("reward") if s not in gen_gpus] if self.sample_judging else []
+        actor_gpus = [s for s in locks.of("actor") if s not in gen_gpus]  # the actor's, beyond the rollout's
         held = locks.request(gen_gpus)  # the rollout GPUs, for the whole generation
         judging = locks.request(judge_gpus)  # the judge's, while it scores responses as they finish
-        actor_only = locks.request([s for s in locks.of("actor") if s not in gen_gpus + judge_gpus])
+        actor_only = locks.request([s for s in actor_gpus if s not in judge_gpus])
         yield env.all_of(held + judging + actor_only)
         start = env.now
         if env.rl_step > 0 or self.hybrid:
@@ -54,7 +55,7 @@ class HybridFlowSchedule(RLSchedule):
             timing["timing_s/gen_max"] = env.now - base_start
         if self.hybrid:
             back = env.now
-            actor_only = locks.request([s for s in locks.of("actor") if s not in gen_gpus])
+            actor_only = locks.request(actor_gpus)
             yield env.all_of(actor_only)
             yield env.timeout(self.switch_to_train_time())
             self._busy("actor", "actor", "switch", back)
