@@ -148,6 +148,9 @@ def calibrate(
     measurements: Annotated[Path, typer.Argument(help="CSV of measured timings (hardware_profiles/measurements/)")],
     profile: Annotated[str, typer.Option(help="Starting hardware profile (name or YAML path)")],
     out: Annotated[Path | None, typer.Option(help="Write the fitted profile here")] = None,
+    params: Annotated[str | None, typer.Option(
+        help="Comma-separated parameters to fit (default: all the rows inform); hold the others at the profile's"
+    )] = None,
 ) -> None:
     """Fit decode efficiencies, fixed overhead, prefill efficiency and MFU to measurements."""
     from rlsim import calibrate as cal
@@ -158,7 +161,11 @@ def calibrate(
         start = load_profile(profile)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         _fail([f"{measurements}: {exc}"])
-    result = cal.fit(rows, start)
+    chosen = cal.DEFAULT_PARAMS if params is None else tuple(p.strip() for p in params.split(",") if p.strip())
+    bad = [p for p in chosen if p not in cal.FITTABLE]
+    if bad:
+        _fail([f"--params: cannot fit {', '.join(bad)} (fittable: {', '.join(cal.FITTABLE)})"])
+    result = cal.fit(rows, start, chosen)
     typer.echo(cal.format_report(result))  # plain text: a table must not be re-wrapped
     if out is not None:
         cal.write_profile(result.profile, out)
@@ -184,6 +191,81 @@ def reproduce(
         target = out / n if name == "all" else out
         typer.echo(REPRODUCTIONS[n](target))
         console.print(f"wrote {target}/")
+
+
+@app.command()
+def sensitivity(
+    scenario: Annotated[str, typer.Argument(help="Scenario YAML (or the name of a shipped one)")],
+    vary: Annotated[list[str] | None, typer.Option(
+        "--vary",
+        help="Input to vary: dotted.path=±P% or dotted.path=lo:hi, absolute (repeatable; default: every pool's "
+        "calibrated constants, the engines' host overhead, the length/latency distributions)",
+    )] = None,
+    set_: SetOption = None,
+    metric: Annotated[str, typer.Option(help="Summary metric that ranks the inputs")] = "throughput_tokens_per_s",
+    pct: Annotated[float, typer.Option(help="How far the default inputs move each way, %")] = 20.0,
+    seed: Annotated[int | None, typer.Option(help="Override the scenario's seed (the same for every run)")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default runs/<scenario name>-sensitivity)")] = None,
+    jobs: Annotated[int, typer.Option(help="Worker processes (1: serial, in this process)")] = 1,
+    plots: Annotated[bool, typer.Option(help="Write tornado.png")] = True,
+) -> None:
+    """How far to trust a number: move each input down and up, rank inputs by how much the metric moves.
+
+    Writes DIR/sensitivity.csv (sorted by swing) and DIR/tornado.png; 2 x inputs + 1 simulations.
+    """
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rlsim import sensitivity as sens
+
+    if jobs < 1:
+        _fail([f"--jobs: expected an integer >= 1, got {jobs}"])
+    if not 0 < pct < 100:
+        _fail([f"--pct: must be > 0 and < 100, got {pct:g}"])
+    start = time.perf_counter()
+    try:
+        prep = sens.prepare(resolve_scenario_path(scenario), set_ or [], vary or [], seed, pct)
+    except ScenarioError as exc:
+        _fail(exc.lines())
+    if not prep.inputs:
+        _fail([f"{scenario}: nothing to vary (give --vary dotted.path=±P%)"])
+    bar = Progress(
+        TextColumn("[bold]sensitivity runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True, disable=not err.is_terminal,
+    )
+    task = bar.add_task("runs", total=2 * len(prep.inputs) + 1)
+    try:
+        result = sens.run_sensitivity(
+            prep, metric, jobs, progress=lambda done, total: bar.update(task, completed=done),
+            on_pool_ready=bar.start,
+        )
+    except ScenarioError as exc:  # --metric not in the summary
+        bar.stop()
+        _fail(exc.lines())
+    except sens.RunFailed as exc:
+        bar.stop()
+        err.print(f"{scenario}: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    bar.stop()
+    out_dir = out or Path("runs") / f"{result.scenario}-sensitivity"
+    written = sens.write_outputs(result, out_dir, plot=plots)
+    # Piped or in a file, a table must not be squeezed to 80 columns.
+    wide = console if console.is_terminal else Console(width=max(console.width, 160))
+    wide.print(sens.results_table(result))
+    for line in prep.skipped:
+        console.print(f"not varied: {line}", highlight=False, markup=False, soft_wrap=True)
+    runs = 2 * len(prep.inputs) + 1
+    console.print(
+        f"{len(prep.inputs)} inputs, {runs} runs in {time.perf_counter() - start:.1f} s; "
+        f"wrote {', '.join(str(p) for p in written)}",
+        highlight=False,
+    )
+    failed = result.table["error"].dropna()
+    if len(failed):
+        for key, message in zip(result.table.loc[failed.index, "input"], failed, strict=True):
+            err.print(f"failed: {key}: {message}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 from rlsim.report.commands import compare_command, plot_command  # noqa: E402

@@ -7,8 +7,8 @@ The tiny cases use a toy model on hand-built hardware whose numbers make the ste
   costs 1.1 + 0.01*S seconds; a prefill is memory bound and costs 1.1 s whatever its size.
 * `PREFILL_COMPUTE`: same, but prefill runs at 1152 FLOP/s, so a prefill of T new tokens over a
   cached prefix of P costs (1152*T + 16*(T^2 + 2*T*P)) / 1152 + 0.1 = T + (T^2 + 2TP)/72 + 0.1 s.
-* `MIXED` (property tests): decode compute runs at 2000 FLOP/s (0.576*B + 0.016*S s), so a lone
-  sequence crosses from the memory-bound to the compute-bound branch inside a closed-form sum.
+* `MIXED` (property tests): decode compute runs at 2000 FLOP/s: the GEMMs (0.576*B s) combine with the
+  1 s weight read as a smooth roofline, and attention FLOPs (0.016 s per context token) outweigh its KV read.
 
 Expected times in the trace tests are written out by hand from those formulas.
 """
@@ -99,17 +99,17 @@ def rows(env: SimEnvironment, group: str = "e0") -> list[tuple[float, float]]:
 
 def test_test_profiles_give_the_round_numbers():
     c = decode_coefficients(MODEL, FLAT, 1, 1)
-    assert (c.mem0, c.mem1, c.fixed) == (x(1.0), x(0.01), x(0.1))
-    assert c.compute0 < 1e-6 and c.compute1 < 1e-9
+    assert (c.intercept, c.slope, c.fixed) == (x(1.0), x(0.01), x(0.1))
     assert c.step_time(11) == x(1.21)
     assert prefill_time(MODEL, FLAT, 1, 10) == x(1.1)
     assert prefill_time(MODEL, FLAT, 1, 300) == x(1.1)
     assert prefill_time(MODEL, PREFILL_COMPUTE, 1, 10) == x(pc_prefill(10))
     assert prefill_time(MODEL, PREFILL_COMPUTE, 1, 7, 49, 7 * 15) == x(pc_prefill(7, 15))
     m = decode_coefficients(MODEL, MIXED, 1, 1)
-    # One sequence: memory bound up to a context of (1 - 0.576) / (0.016 - 0.01) ~ 71, compute bound after.
-    assert m.compute0 == x(0.576) and m.compute1 == x(0.016)
-    assert m.step_time(70) == x(1.0 + 0.7 + 0.1) and m.step_time(72) == x(0.576 + 0.016 * 72 + 0.1)
+    # One sequence: linear layers hypot(1.0 s weight read, 0.576 s GEMM); attention FLOPs (0.016 s per
+    # context token) outweigh its KV read (0.01 s per token).
+    assert m.intercept == x(math.hypot(1.0, 0.576)) and m.slope == x(0.016)
+    assert m.step_time(70) == x(math.hypot(1.0, 0.576) + 0.016 * 70 + 0.1)
 
 
 # ---------------------------------------------------------------- whole event traces

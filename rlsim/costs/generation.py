@@ -1,10 +1,19 @@
-"""Generation costs: decode steps (roofline max of compute and memory, plus TP all-reduce and a fixed
-per-step overhead) and prefill. Pure functions; the inference engine only calls these.
+"""Generation costs: decode steps and prefill, as measured engines behave. Pure functions; the
+inference engine only calls these.
 
-Between two changes of an engine's running batch every sequence gains one token per step, so the
-total context S grows by B per step and the step time is max(affine, affine) in the step index.
-`DecodeCoefficients` sums and inverts that in closed form: the engine schedules one event per
-batch change, never one per token.
+A decode step is the sum of what a real engine runs one after another (docs/sources.md §2, §9):
+- the linear layers: a smooth roofline sqrt(weights_read^2 + gemm_compute^2) of the weight read
+  (HBM) and the GEMM work (2 N B FLOPs). It is flat in batch while the weight read dominates and
+  bends up past ~128 tokens, as Vidur's and Frontier's per-operator profiles show (a flat
+  max(compute, memory) is 25-35% low at 128-256 tokens);
+- attention reading every running sequence's KV (or its FLOPs where those dominate): linear in the
+  total context S;
+- 2 x layers tensor-parallel all-reduces, each a latency plus its bytes;
+- the engine's fixed per-step cost and its host work per running sequence (`engine_kinds`).
+
+For a fixed batch B the step is affine in S, t = a(B) + b*S, and S grows by B per step, so the time
+of n steps and the number of steps within a budget are closed forms: the engine schedules one event
+per batch change, never one per token.
 """
 
 from __future__ import annotations
@@ -13,64 +22,53 @@ import math
 from dataclasses import dataclass
 
 from rlsim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
+from rlsim.costs.engine_kinds import EngineOverheads, generic_overheads
 from rlsim.hardware import HardwareProfile
 from rlsim.model_shapes import ModelShape
 
 
-def _affine_sum(a: float, g: float, i: int, j: int) -> float:
-    """sum_{k=i}^{j-1} (a + g*k)."""
-    n = j - i
-    if n <= 0:
-        return 0.0
-    return n * a + g * (i + j - 1) * n / 2.0
-
-
 @dataclass(frozen=True)
 class DecodeCoefficients:
-    """Step time t(S) = max(c0 + c1*S, m0 + m1*S) + fixed for a fixed batch size, S = total context."""
+    """Step time t(S) = intercept + slope*S + fixed for a fixed batch, S = total running context.
 
-    compute0: float
-    compute1: float
-    mem0: float
-    mem1: float
+    `intercept` is the GPU work independent of context (linear layers, TP all-reduces), `fixed` the
+    engine's per-step and per-sequence overheads (kept apart: chunked prefill shares a step's fixed
+    cost with the decode it rides on).
+    """
+
+    intercept: float
+    slope: float
     fixed: float
     batch: int
 
     def step_time(self, total_context: float) -> float:
-        s = total_context
-        return max(self.compute0 + self.compute1 * s, self.mem0 + self.mem1 * s) + self.fixed
+        return self.intercept + self.slope * total_context + self.fixed
 
     def steps_time(self, s0: float, n: int) -> float:
         """Time of n consecutive steps starting at total context s0 (context grows by `batch` per step)."""
         if n <= 0:
             return 0.0
-        b = self.batch
-        ac, gc = self.compute0 + self.compute1 * s0, self.compute1 * b
-        am, gm = self.mem0 + self.mem1 * s0, self.mem1 * b
-        total = n * self.fixed
-        # compute - memory = (ac - am) + (gc - gm) k changes sign at most once.
-        cross = (am - ac) / (gc - gm) if gc != gm else math.inf  # where compute and memory meet
-        if not math.isfinite(cross):  # parallel (or numerically parallel) lines: one branch throughout
-            return total + (_affine_sum(ac, gc, 0, n) if ac >= am else _affine_sum(am, gm, 0, n))
-        k = min(max(math.ceil(cross), 0), n)
-        if gc > gm:  # memory-bound first, compute-bound from k on
-            return total + _affine_sum(am, gm, 0, k) + _affine_sum(ac, gc, k, n)
-        return total + _affine_sum(ac, gc, 0, k) + _affine_sum(am, gm, k, n)
+        return n * (self.intercept + self.fixed + self.slope * s0) + self.slope * self.batch * n * (n - 1) / 2.0
 
     def steps_within(self, s0: float, budget: float, n_max: int) -> int:
-        """Largest n <= n_max whose steps fit in `budget` seconds (binary search on the closed form)."""
+        """Largest n <= n_max whose steps fit in `budget` seconds (closed form, then an exact nudge)."""
         if budget <= 0 or n_max <= 0:
             return 0
         if self.steps_time(s0, n_max) <= budget:
             return n_max
-        lo, hi = 0, n_max  # steps_time(lo) <= budget < steps_time(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.steps_time(s0, mid) <= budget:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        first = self.intercept + self.fixed + self.slope * s0
+        g = self.slope * self.batch
+        if g > 0:  # g/2 n^2 + (first - g/2) n - budget = 0
+            b = first - g / 2.0
+            n = int((-b + math.sqrt(b * b + 2.0 * g * budget)) / g)
+        else:
+            n = int(budget / first) if first > 0 else n_max
+        n = min(max(n, 0), n_max)
+        while n > 0 and self.steps_time(s0, n) > budget:
+            n -= 1
+        while n < n_max and self.steps_time(s0, n + 1) <= budget:
+            n += 1
+        return n
 
 
 def _weight_bytes_read(model: ModelShape, batch: int) -> float:
@@ -84,47 +82,86 @@ def _weight_bytes_read(model: ModelShape, batch: int) -> float:
 
 
 def tp_allreduce_time(
-    model: ModelShape, hw: HardwareProfile, tp: int, tokens: int, gpus_per_node: int = 8
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    tokens: int,
+    gpus_per_node: int = 8,
+    latency_s: float | None = None,
 ) -> float:
     """Two activation all-reduces per layer (attention out, MLP out) of tokens x hidden elements.
 
-    TP beyond one node (tp > gpus_per_node) runs its all-reduces over the NICs.
+    `latency_s` is one all-reduce's fixed latency (an engine's custom one-shot all-reduce, or NCCL's
+    small-message latency); None keeps the ring form, 2(tp-1) hops of the profile's latency. At decode
+    sizes (a few KB) the latency is nearly all of it. TP beyond one node runs over the NICs.
     """
     if tp <= 1:
         return 0.0
     size = tokens * model.hidden * 2.0  # activations stay bf16 even with fp8 weights
     bw = ring_bandwidth_bytes_per_s(hw, tp, gpus_per_node)
-    return 2 * model.layers * allreduce_time(size, tp, bw, hw.collective_latency_s)
+    if latency_s is None:
+        one = allreduce_time(size, tp, bw, hw.collective_latency_s)
+    else:
+        one = allreduce_time(size, tp, bw, 0.0) + latency_s
+    return 2 * model.layers * one
+
+
+def linear_layers_time(model: ModelShape, hw: HardwareProfile, tp: int, tokens: int) -> float:
+    """The linear layers of one step over `tokens` tokens: a smooth roofline of weight read and GEMMs.
+
+    sqrt(read^2 + compute^2) matches Vidur's Llama-3-8B/A100 operator profile within 4% at 1, 128,
+    256 and 2048 tokens and Frontier's Llama-2-7B/H800 profile (7.1 -> 7.6 ms from 1 to 128 tokens),
+    where max(read, compute) is 26% low at 128 tokens (docs/sources.md §2, §9).
+    """
+    read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
+    compute = 2.0 * model.active_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
+    return math.hypot(read, compute)
+
+
+def attention_seconds_per_context_token(model: ModelShape, hw: HardwareProfile, tp: int) -> float:
+    """Decode attention per token of running context: its KV read, or its FLOPs where those dominate."""
+    kv = model.kv_bytes_per_token / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
+    flops = 4.0 * model.layers * model.heads * model.d_head / (
+        hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
+    )
+    return max(kv, flops)
 
 
 def decode_coefficients(
-    model: ModelShape, hw: HardwareProfile, tp: int, batch: int, host_per_seq_s: float = 0.0
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    batch: int,
+    host_per_seq_s: float = 0.0,
+    overheads: EngineOverheads | None = None,
 ) -> DecodeCoefficients:
     """Coefficients of the decode step time for `batch` running sequences on a `tp`-GPU engine.
 
-    `host_per_seq_s` is host work per running sequence per step that the engine does not overlap with
-    the GPU (DistServe's c*B term, REFERENCE.md section 2): scheduling, input preparation, sampler
-    bookkeeping, detokenisation. Engines that overlap their scheduler with the GPU have ~0; vLLM
-    before v0.6 spent 29% of its step time scheduling (REFERENCE.md section 2).
+    `overheads` are the engine's per-step costs (`engine_kinds.engine_overheads`); without them the
+    hardware profile's calibrated per-step cost and `host_per_seq_s` apply (DistServe's c*B term,
+    docs/sources.md §2: host work per running sequence that the engine does not hide behind the GPU).
     """
-    peak = hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
-    bw = hw.hbm_bytes_per_s * tp * hw.decode_eta_mem
-    q_dim = model.heads * model.d_head
+    o = overheads if overheads is not None else generic_overheads(hw, host_per_seq_s)
     return DecodeCoefficients(
-        compute0=2.0 * model.active_params * batch / peak,
-        compute1=4.0 * model.layers * q_dim / peak,
-        mem0=_weight_bytes_read(model, batch) / bw,
-        mem1=model.kv_bytes_per_token / bw,
-        fixed=hw.decode_fixed_overhead_s + tp_allreduce_time(model, hw, tp, batch) + host_per_seq_s * batch,
+        intercept=linear_layers_time(model, hw, tp, batch)
+        + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
+        slope=attention_seconds_per_context_token(model, hw, tp),
+        fixed=o.step_s + o.host_per_seq_s * batch,
         batch=batch,
     )
 
 
 def decode_step_time(
-    model: ModelShape, hw: HardwareProfile, tp: int, batch: int, total_context: float, host_per_seq_s: float = 0.0
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    batch: int,
+    total_context: float,
+    host_per_seq_s: float = 0.0,
+    overheads: EngineOverheads | None = None,
 ) -> float:
-    """One decode step: max(compute, memory) / efficiencies + TP all-reduce + fixed and per-sequence overhead."""
-    return decode_coefficients(model, hw, tp, batch, host_per_seq_s).step_time(total_context)
+    """One decode step: linear layers + attention over the context + TP all-reduces + engine overheads."""
+    return decode_coefficients(model, hw, tp, batch, host_per_seq_s, overheads).step_time(total_context)
 
 
 def prefill_time(
@@ -134,23 +171,25 @@ def prefill_time(
     new_tokens: float,
     new_tokens_sq: float | None = None,
     cached_cross: float = 0.0,
+    overheads: EngineOverheads | None = None,
 ) -> float:
     """One prefill iteration over `new_tokens` prompt tokens.
 
     Causal attention costs 2*L*q_dim*T^2 per sequence of T new tokens (`new_tokens_sq` = sum of T_i^2,
     default a single sequence) plus 4*L*q_dim*T*P for new tokens attending a cached prefix of P
     (`cached_cross` = sum of T_i * P_i). Weights are streamed once per iteration, so tiny prefills are
-    memory bound; the engine's fixed step overhead and the TP all-reduces are paid once.
+    memory bound; the engine's fixed step cost and the TP all-reduces are paid once.
     """
     if new_tokens <= 0:
         return 0.0
+    o = overheads if overheads is not None else generic_overheads(hw)
     sq = new_tokens**2 if new_tokens_sq is None else new_tokens_sq
     q_dim = model.heads * model.d_head
     flops = 2.0 * model.active_params * new_tokens + 2.0 * model.layers * q_dim * (sq + 2.0 * cached_cross)
     compute = flops / (hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute)
     memory = _weight_bytes_read(model, int(new_tokens)) / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
-    comm = tp_allreduce_time(model, hw, tp, int(new_tokens))
-    return max(compute, memory) + hw.decode_fixed_overhead_s + comm
+    comm = tp_allreduce_time(model, hw, tp, int(new_tokens), latency_s=o.allreduce_latency_s)
+    return max(compute, memory) + o.step_s + comm
 
 
 def serving_itl(
@@ -160,6 +199,7 @@ def serving_itl(
     concurrency: int,
     prompt_tokens: int,
     output_tokens: int,
+    overheads: EngineOverheads | None = None,
 ) -> float:
     """Steady-state inter-token latency of a serving benchmark at fixed concurrency.
 
@@ -169,6 +209,6 @@ def serving_itl(
     measured ITL curve such as NIM's (REFERENCE.md section 2) maps onto the decode/prefill costs.
     """
     ctx = concurrency * (prompt_tokens + output_tokens / 2.0)
-    step = decode_step_time(model, hw, tp, concurrency, ctx)
-    stall = (concurrency - 1) / output_tokens * prefill_time(model, hw, tp, prompt_tokens)
+    step = decode_step_time(model, hw, tp, concurrency, ctx, overheads=overheads)
+    stall = (concurrency - 1) / output_tokens * prefill_time(model, hw, tp, prompt_tokens, overheads=overheads)
     return step + stall

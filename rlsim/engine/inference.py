@@ -53,6 +53,7 @@ class InferenceEngine:
         self.hw = hw
         self.tp = tp
         self.settings = settings
+        self.overheads = settings.overheads(hw)  # the engine kind's per-step costs on this GPU
         self.kv_capacity = float(kv_capacity_tokens)
         self.pool = pool
         self.role = role
@@ -154,8 +155,7 @@ class InferenceEngine:
     def _coefficients(self, batch: int) -> DecodeCoefficients:
         c = self._coeffs.get(batch)
         if c is None:
-            host = self.settings.host_overhead_per_seq_us * 1e-6
-            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch, host)
+            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch, overheads=self.overheads)
         return c
 
     def _generated_now(self, req: Request) -> int:
@@ -279,7 +279,9 @@ class InferenceEngine:
         sq = float(sum(t * t for _, t, _ in admitted))
         cross = float(sum(t * p for _, t, p in admitted))
         iters = max(1, math.ceil(total / self.settings.max_num_batched_tokens))
-        return iters * prefill_time(self.model, self.hw, self.tp, total / iters, sq / iters, cross / iters)
+        return iters * prefill_time(
+            self.model, self.hw, self.tp, total / iters, sq / iters, cross / iters, overheads=self.overheads
+        )
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
         now = self.env.now

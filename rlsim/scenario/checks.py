@@ -36,9 +36,12 @@ def check_scenario(scn: Scenario) -> list[Problem]:
     profiles = _check_pools(scn, problems)
     sound_roles = _check_roles(scn, problems)
     _check_algorithm(scn, problems)
-    prompt_max = _check_length("workload.prompt_length", scn.workload.prompt_length, problems)
-    response_max = _check_length("workload.response_length", scn.workload.response_length, problems)
-    max_tokens = prompt_max + response_max if prompt_max and response_max else None
+    if scn.workload.length_trace is not None:
+        prompt_max, response_max, max_tokens = _check_trace(scn.workload.length_trace.path, problems)
+    else:
+        prompt_max = _check_length("workload.prompt_length", scn.workload.prompt_length, problems)
+        response_max = _check_length("workload.response_length", scn.workload.response_length, problems)
+        max_tokens = prompt_max + response_max if prompt_max and response_max else None
     _check_environments(scn, problems)
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
     if not problems and scn.schedule.kind in ("hybridflow", "one-step-off", "fully-async", "roll"):
@@ -145,8 +148,10 @@ def _check_length(at: str, dist: object, problems: list[Problem]) -> int | None:
     """The largest length `dist` can produce (None when unknown); empirical CSVs are read and checked."""
     if isinstance(dist, FixedLength):
         return dist.value
-    if isinstance(dist, UniformLength | LognormalLength):
+    if isinstance(dist, UniformLength):
         return dist.max
+    if isinstance(dist, LognormalLength):
+        return max(dist.caps())
     if isinstance(dist, EmpiricalLength):
         try:
             lengths = read_lengths_csv(dist.path, dist.column)
@@ -155,6 +160,66 @@ def _check_length(at: str, dist: object, problems: list[Problem]) -> int | None:
             return dist.max
         return min(max(lengths), dist.max) if dist.max is not None else max(lengths)
     return None
+
+
+def _check_trace(path: str, problems: list[Problem]) -> tuple[int | None, int | None, int | None]:
+    """Largest prompt, response and prompt + response of a length trace (None each when it is unreadable)."""
+    try:
+        prompts, responses = read_length_trace(path)
+    except LengthFileError as exc:
+        problems.append(Problem("workload.length_trace.path", exc.message))
+        return None, None, None
+    return max(prompts), max(responses), max(p + r for p, r in zip(prompts, responses, strict=True))
+
+
+TRACE_COLUMNS = (("prompt_len", "response_len"), ("num_prefill_tokens", "num_decode_tokens"))  # ours, Vidur's
+
+
+def read_length_trace(path: str | Path) -> tuple[list[int], list[int]]:
+    """(prompt, response) lengths of a trace CSV, row by row; LengthFileError says what is wrong and where.
+
+    Columns `prompt_len,response_len`, or Vidur's `arrived_at,num_prefill_tokens,num_decode_tokens`; a
+    UTF-8 byte-order mark is accepted.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise LengthFileError("path", f"file not found: {p}")
+    try:
+        with open(p, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            header = [c.strip() for c in next(reader, [])]
+            names = next((pair for pair in TRACE_COLUMNS if set(pair) <= set(header)), None)
+            if names is None:
+                raise LengthFileError(
+                    "path", f"{p}: needs columns prompt_len,response_len (or Vidur's num_prefill_tokens,"
+                    f"num_decode_tokens), has: {', '.join(header) or 'none'}"
+                )
+            at = [header.index(n) for n in names]
+            pairs: list[tuple[int, int]] = []
+            bad: list[tuple[int, str, str]] = []
+            for row in reader:
+                if not any(c.strip() for c in row):
+                    continue  # blank line
+                values = []
+                for name, i in zip(names, at, strict=True):
+                    raw = row[i].strip() if i < len(row) else ""
+                    value = _positive_int(raw)
+                    if value is None:
+                        bad.append((reader.line_num, name, raw))
+                    values.append(value)
+                if None not in values:
+                    pairs.append((values[0], values[1]))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise LengthFileError("path", f"cannot read {p}: {_one_line(exc)}") from None
+    if bad:
+        line, name, raw = bad[0]
+        more = f" ({len(bad)} bad values)" if len(bad) > 1 else ""
+        raise LengthFileError(
+            "path", f"{p} line {line}: expected a positive integer in column {name!r}, got {raw!r}{more}"
+        )
+    if not pairs:
+        raise LengthFileError("path", f"no rows in {p}")
+    return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 @dataclass

@@ -220,9 +220,13 @@ def _resolve_relative_paths(data: dict, base_dir: Path) -> None:
     """Make file references absolute in place, so the Scenario (and its dump) works from anywhere.
 
     Empirical distributions (`kind: empirical`, `path: lengths.csv`) anywhere in the tree, and pool
-    hardware given as a YAML file path.
+    hardware given as a YAML file path, and the workload's length trace.
     """
     _resolve_empirical(data, base_dir)
+    workload = data.get("workload")
+    trace = workload.get("length_trace") if isinstance(workload, dict) else None
+    if isinstance(trace, dict) and isinstance(trace.get("path"), str):
+        trace["path"] = _absolute(trace["path"], base_dir)
     cluster = data.get("cluster")
     pools = cluster.get("pools") if isinstance(cluster, dict) else None
     if isinstance(pools, dict):
@@ -421,9 +425,15 @@ def _expected_tags(loc: Loc, disc: str) -> list[str]:
 
 
 def _unwrap(ann: Any) -> Any:
-    while typing.get_origin(ann) is typing.Annotated:
-        ann = typing.get_args(ann)[0]
-    return ann
+    """The type inside Annotated[...] and Optional[...] wrappers."""
+    while True:
+        args = typing.get_args(ann)
+        if typing.get_origin(ann) is typing.Annotated:
+            ann = args[0]
+        elif typing.get_origin(ann) is typing.Union and len(args) == 2 and type(None) in args:
+            ann = args[0] if args[1] is type(None) else args[1]
+        else:
+            return ann
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

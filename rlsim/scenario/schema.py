@@ -7,7 +7,8 @@ mirror verl / vLLM / ROLL / AReaL where those systems have one (`gpu_memory_util
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from functools import lru_cache
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,6 +22,45 @@ class Strict(BaseModel):
 # ---------------------------------------------------------------- cluster
 
 
+_BOUND_CHECKS = {
+    "gt": lambda v, b: v > b,
+    "ge": lambda v, b: v >= b,
+    "lt": lambda v, b: v < b,
+    "le": lambda v, b: v <= b,
+}
+_BOUND_TYPES = {"gt": "greater_than", "ge": "greater_than_equal", "lt": "less_than", "le": "less_than_equal"}
+
+
+@lru_cache(maxsize=1)
+def profile_override_fields() -> tuple[str, ...]:
+    """The hardware profile fields a pool's `profile_overrides` may set: its numbers, except the price
+    (the pool's own `price_usd_per_gpu_hour` sets that)."""
+    import typing
+
+    from rlsim.hardware import HardwareProfile
+
+    return tuple(
+        name
+        for name, field in HardwareProfile.model_fields.items()
+        if float in (field.annotation, *typing.get_args(field.annotation)) and name != "price_usd_per_gpu_hour"
+    )
+
+
+@lru_cache(maxsize=256)
+def _pool_profile(hardware: str, nic_gbit_per_s: float | None, overrides: tuple[tuple[str, float], ...]):
+    """A pool's effective hardware profile (see PoolSpec.profile); the values were checked by PoolSpec."""
+    from rlsim.hardware import load_profile
+
+    hw = load_profile(hardware)
+    update = dict(overrides)
+    if nic_gbit_per_s is not None:
+        update["nic_gbit_per_s"] = nic_gbit_per_s
+    if update:
+        sources = {**hw.sources, **{key: "scenario pool override" for key in update}}
+        hw = hw.model_copy(update={**update, "sources": sources})
+    return hw
+
+
 class PoolSpec(Strict):
     """A homogeneous group of nodes; heterogeneous clusters are several pools."""
 
@@ -31,16 +71,55 @@ class PoolSpec(Strict):
     nic_gbit_per_s: float | None = Field(
         default=None, gt=0, description="Inter-node bandwidth per GPU of this cluster, overriding the profile's"
     )
+    profile_overrides: dict[str, float] = Field(
+        default_factory=dict,
+        description="Hardware profile numbers replaced for this pool, e.g. {train_mfu: 0.35, decode_eta_mem: 0.6} "
+        "(any numeric profile field but the price; the profile's own bounds apply)",
+    )
+
+    @model_validator(mode="after")
+    def _check_profile_overrides(self) -> PoolSpec:
+        """Unknown or non-numeric field names and out-of-bounds values: one error each, at its own key."""
+        if not self.profile_overrides:
+            return self
+        from pydantic import ValidationError
+        from pydantic_core import InitErrorDetails
+
+        from rlsim.hardware import HardwareProfile
+
+        known = profile_override_fields()
+        errors: list[InitErrorDetails] = []
+        for key, value in self.profile_overrides.items():
+            loc = ("profile_overrides", key)
+            if key not in known:
+                why = (
+                    "the price is set on the pool: use price_usd_per_gpu_hour"
+                    if key == "price_usd_per_gpu_hour"
+                    else f"not a hardware profile number; known: {', '.join(known)}"
+                )
+                errors.append(InitErrorDetails(type="value_error", loc=loc, input=key, ctx={"error": ValueError(why)}))
+                continue
+            if key == "nic_gbit_per_s" and self.nic_gbit_per_s is not None:
+                why = "also given as the pool's nic_gbit_per_s: give it once"
+                errors.append(InitErrorDetails(type="value_error", loc=loc, input=key, ctx={"error": ValueError(why)}))
+                continue
+            for bound in HardwareProfile.model_fields[key].metadata:
+                for kind, ok in _BOUND_CHECKS.items():
+                    limit = getattr(bound, kind, None)
+                    if limit is not None and not ok(value, limit):
+                        kind_type = _BOUND_TYPES[kind]
+                        errors.append(InitErrorDetails(type=kind_type, loc=loc, input=value, ctx={kind: limit}))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
     def profile(self):
-        """The hardware profile with this pool's own network (a testbed's NICs differ from the datasheet)."""
-        from rlsim.hardware import load_profile
+        """The hardware profile with this pool's own network (a testbed's NICs differ from the datasheet)
+        and its `profile_overrides`; each overridden field's source says "scenario pool override".
 
-        hw = load_profile(self.hardware)
-        if self.nic_gbit_per_s is not None:
-            sources = {**hw.sources, "nic_gbit_per_s": "scenario pool override"}
-            hw = hw.model_copy(update={"nic_gbit_per_s": self.nic_gbit_per_s, "sources": sources})
-        return hw
+        Cached: pools with the same hardware and overrides share one (frozen) profile object.
+        """
+        return _pool_profile(self.hardware, self.nic_gbit_per_s, tuple(sorted(self.profile_overrides.items())))
 
     @property
     def gpus(self) -> int:
@@ -95,13 +174,36 @@ class EngineSpec(Strict):
     activation_reserve_gb: float = Field(
         default=1.0, ge=0, description="Memory per GPU kept free for activations/CUDA graphs, GB (assumed)"
     )
-    host_overhead_per_seq_us: float = Field(
-        default=0.0,
+    kind: Literal["generic", "vllm-0.3", "vllm-0.6", "vllm-v1", "sglang-0.4", "trtllm"] = Field(
+        default="generic",
+        description="Engine family and version: selects its per-step cost, host cost per running sequence "
+        "and TP all-reduce latency (rlsim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` "
+        "uses the hardware profile's calibrated per-step cost",
+    )
+    cuda_graphs: bool = Field(
+        default=True, description="Decode with CUDA graphs (verl rollout enforce_eager=False); off adds launch cost"
+    )
+    step_overhead_ms: float | None = Field(
+        default=None, ge=0, description="Per-step fixed cost, ms (default: the engine kind's)"
+    )
+    host_overhead_per_seq_us: float | None = Field(
+        default=None,
         ge=0,
         description="Host (CPU) time per running sequence per decode step not overlapped with the GPU, us: "
-        "scheduling, input preparation, sampler bookkeeping. ~0 for engines that overlap their scheduler "
-        "(SGLang, vLLM >= 0.6); large for vLLM before 0.6 (Python scheduler, REFERENCE.md section 2)",
+        "scheduling, input preparation, sampler bookkeeping (default: the engine kind's; DistServe's c*B term)",
     )
+    allreduce_latency_us: float | None = Field(
+        default=None, ge=0, description="Latency of one TP all-reduce at decode sizes, us (default: the engine kind's)"
+    )
+
+    def overheads(self, hw):
+        """This engine's per-step costs on hardware `hw` (seconds)."""
+        from rlsim.costs.engine_kinds import engine_overheads
+
+        return engine_overheads(
+            self.kind, hw, self.cuda_graphs, self.step_overhead_ms, self.host_overhead_per_seq_us,
+            self.allreduce_latency_us,
+        )
 
 
 class TrainSpec(Strict):
@@ -206,20 +308,71 @@ class UniformLength(Strict):
         return self
 
 
+class LengthStage(Strict):
+    """From `from_step` on, a lognormal's mean (and cap) change: one stage of a context-length schedule."""
+
+    from_step: int = Field(ge=0, description="First RL step (async: policy version) of the stage")
+    mean: float = Field(gt=0, description="Mean length (tokens) at from_step")
+    to_mean: float | None = Field(default=None, gt=0, description="Mean (tokens) reached linearly after `steps`, held")
+    steps: int | None = Field(default=None, gt=0, description="Length of the linear ramp to to_mean (steps)")
+    max: int | None = Field(default=None, gt=0, description="Cap (max_tokens) in this stage; null: the lognormal's max")
+
+    @model_validator(mode="after")
+    def _ramp(self) -> LengthStage:
+        if (self.to_mean is None) != (self.steps is None):
+            raise ValueError("to_mean and steps go together (a linear ramp from mean to to_mean over steps)")
+        return self
+
+
 class LognormalLength(Strict):
-    """Lognormal with the given mean (of the untruncated law), clipped to [min, max] like max_tokens."""
+    """Lognormal with the given mean (of the untruncated law), clipped to [min, max] like max_tokens.
+
+    The optional shape keys (README, Response lengths: shaping the tail) default to the plain law.
+    """
 
     kind: Literal["lognormal"]
     mean: float = Field(gt=0)
     sigma: float = Field(gt=0, description="Std-dev of log(length): the tail weight")
     min: int = Field(default=1, gt=0)
     max: int = Field(gt=0, description="Truncation (generation max_tokens)")
+    truncated_fraction: float | None = Field(
+        default=None, ge=0, lt=1,
+        description="Share of lengths exactly at max (hit max_tokens); the rest is drawn below max. Null: clip at max",
+    )
+    group_correlation: float = Field(
+        default=0.0, ge=0, le=1, description="Correlation of log-lengths within a prompt group (shared difficulty)"
+    )
+    wrong_fraction: float = Field(default=0.0, ge=0, le=1, description="Share of answers that are wrong")
+    wrong_length_ratio: float = Field(
+        default=1.0, gt=0, description="Mean length of wrong / right answers (the overall mean stays `mean`)"
+    )
+    mean_schedule: list[LengthStage] | None = Field(
+        default=None, description="Stages that replace mean (and max) from a step on; before the first: mean, max"
+    )
 
     @model_validator(mode="after")
     def _order(self) -> LognormalLength:
         if self.min > self.max:
             raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        stages = self.mean_schedule or []
+        for i, stage in enumerate(stages):
+            if i and stage.from_step <= stages[i - 1].from_step:
+                raise ValueError(f"mean_schedule: from_step must increase, got {stages[i - 1].from_step} "
+                                 f"then {stage.from_step}")
+            if stage.max is not None and stage.max < self.min:
+                raise ValueError(f"mean_schedule[{i}]: max ({stage.max}) must be >= min ({self.min})")
+        if self.truncated_fraction is not None and min(self.caps()) <= self.min:
+            raise ValueError(f"truncated_fraction needs max > min (the body lies in [min, max)), got min {self.min}")
         return self
+
+    def caps(self) -> list[int]:
+        """Every cap the distribution uses (its max and the stages' maxima)."""
+        return [self.max] + [s.max for s in self.mean_schedule or [] if s.max is not None]
+
+    @property
+    def per_group(self) -> bool:
+        """Whether the law depends on the prompt group or the step (only workload.response_length takes that)."""
+        return self.group_correlation > 0 or self.wrong_fraction > 0 or self.mean_schedule is not None
 
 
 class EmpiricalLength(Strict):
@@ -234,6 +387,26 @@ class EmpiricalLength(Strict):
 LengthDistribution = Annotated[
     FixedLength | UniformLength | LognormalLength | EmpiricalLength, Field(discriminator="kind")
 ]
+
+
+class LengthTrace(Strict):
+    """Prompt and response lengths replayed as pairs from a CSV (path relative to the scenario file).
+
+    Columns `prompt_len,response_len`, or Vidur's trace format `arrived_at,num_prefill_tokens,num_decode_tokens`
+    (arrival times ignored). Each sample takes one row.
+    """
+
+    path: str
+    order: Literal["sequential", "shuffle"] = Field(
+        default="sequential", description="sequential: rows in order, cycling; shuffle: rows drawn at random (seeded)"
+    )
+
+
+def _refuse_per_group(dist: object, where: str) -> None:
+    if isinstance(dist, LognormalLength) and dist.per_group:
+        raise ValueError(
+            f"{where}: group_correlation, wrong_fraction and mean_schedule shape workload.response_length only"
+        )
 
 
 # ---------------------------------------------------------------- environments and tools (agentic RL)
@@ -296,6 +469,11 @@ class ToolSpec(Strict):
     backoff_s: list[float] = Field(default_factory=list, description="Wait before retry k (last value repeats)")
     failure_prob: float = Field(default=0.0, ge=0, le=1, description="Chance an attempt fails outright")
 
+    @model_validator(mode="after")
+    def _iid_tokens(self) -> ToolSpec:
+        _refuse_per_group(self.observation_tokens, "observation_tokens")
+        return self
+
 
 class EnvironmentsSpec(Strict):
     pools: dict[str, EnvPoolSpec] = Field(default_factory=dict)
@@ -312,9 +490,34 @@ class AgentSpec(Strict):
 
 
 class WorkloadSpec(Strict):
-    prompt_length: LengthDistribution
-    response_length: LengthDistribution = Field(description="Single-turn response length (multi-turn: see agent)")
+    prompt_length: LengthDistribution | None = Field(default=None, description="Required unless length_trace is set")
+    response_length: LengthDistribution | None = Field(
+        default=None, description="Single-turn response length (multi-turn: see agent); required unless length_trace"
+    )
+    length_trace: LengthTrace | None = Field(
+        default=None, description="Replay (prompt, response) length pairs from a CSV instead of the two distributions"
+    )
     agent: AgentSpec | None = Field(default=None, description="Multi-turn agentic trajectories with tool calls")
+
+    @model_validator(mode="after")
+    def _lengths(self) -> WorkloadSpec:
+        given = [k for k in ("prompt_length", "response_length") if getattr(self, k) is not None]
+        if self.length_trace is not None:
+            if given:
+                raise ValueError(
+                    f"length_trace sets prompt and response lengths as pairs: remove {' and '.join(given)}"
+                )
+            if self.agent is not None:
+                raise ValueError("length_trace replays single-turn pairs; it cannot drive agent trajectories")
+        else:
+            missing = [k for k in ("prompt_length", "response_length") if k not in given]
+            if missing:
+                raise ValueError(f"{' and '.join(missing)} required (or a length_trace)")
+        _refuse_per_group(self.prompt_length, "prompt_length")
+        if self.agent is not None:
+            _refuse_per_group(self.agent.turns, "agent.turns")
+            _refuse_per_group(self.agent.tokens_per_turn, "agent.tokens_per_turn")
+        return self
 
 
 # ---------------------------------------------------------------- schedule
@@ -382,45 +585,76 @@ class OneStepOffSpec(Strict):
 class FullyAsyncSpec(Strict):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
-    The trainer takes `consumer_batch_size` finished prompt groups (oldest first) per step. AReaL's
-    staleness control admits a new group only while
-    started groups <= (max_head_offpolicyness + version + 1) x consumer_batch_size (the code form:
-    capacity = min(max_concurrent_rollouts - running, (eta + version + 1) * B - (accepted + running)));
-    samples older than the bound when training comes are dropped. verl's spelling
-    (`staleness_threshold`, `trigger_parameter_sync_step`, `require_batches`) maps onto the same rule:
-    eta = staleness_threshold, B = consumer groups per weight sync, weights pushed every
-    `trigger_parameter_sync_step` trainer steps.
+    Two admission rules, chosen by which staleness knob is set:
+
+    - AReaL (default, `max_head_offpolicyness` eta, in policy versions): a new prompt group starts
+      only while capacity = min(max_concurrent_rollouts - running, (eta + version + 1) * B -
+      (accepted + running)) > 0, B = `consumer_batch_size` groups x `trigger_parameter_sync_step`;
+      samples older than eta when training comes are dropped (docs/sources.md §7).
+    - verl fully_async (`staleness_threshold` s, a fraction): per weight version the rollouter starts
+      groups while staleness_samples < (1 + s) x trigger_parameter_sync_step x require_batches x
+      ppo_mini_batch_size, where staleness_samples counts the groups started since the last sync plus
+      those in flight or queued at the sync, and pauses while that many finished groups wait in the
+      queue; stale samples are never dropped (verl 0.9.1
+      verl/experimental/fully_async_policy/fully_async_rollouter.py, set_max_required_samples,
+      reset_staleness, _should_pause_generation).
+
+    A verl "sample" is one prompt with its rollout.n responses: one prompt group here.
     """
 
     kind: Literal["fully-async"]
     placement: Literal["custom"] = "custom"
     consumer_batch_size: int | None = Field(
-        default=None, gt=0, description="Prompt groups per trainer step (default algorithm.prompts_per_step)"
+        default=None, gt=0,
+        description="AReaL: prompt groups per trainer step (default algorithm.prompts_per_step; with verl's "
+        "require_batches / ppo_mini_batch_size: their product)",
     )
     max_head_offpolicyness: float | None = Field(
-        default=4, ge=0, description="Staleness bound eta in policy versions; null = unbounded (ASearcher: 4)"
+        default=4, ge=0,
+        description="AReaL's staleness bound eta in policy versions; null = unbounded (ASearcher: 4). Ignored "
+        "when verl's staleness_threshold is set",
     )
     max_concurrent_rollouts: int | None = Field(
         default=None, gt=0,
-        description="Prompt groups in flight at most (null: only the staleness rule limits; with eta also null, "
-        "4 x consumer_batch_size)",
+        description="Prompt groups in flight at most (null: AReaL: only the staleness rule limits, with eta "
+        "also null 4 x consumer_batch_size; verl: min(16 x rollout engines, the staleness cap), verl's "
+        "concurrent_samples_per_replica = 16)",
     )
-    interrupt: Literal["keep", "recompute", "abort-resume", "abort-discard"] = Field(
+    interrupt: Literal["keep", "recompute", "abort-resume", "abort-discard", "drain"] = Field(
         default="recompute",
         description="At a weight update in-flight sequences keep their KV (keep), drop it and re-prefill with the "
-        "new weights (recompute, AReaL), are aborted and resumed from their partial output (abort-resume, "
-        "verl partial rollout), or are aborted and restarted from scratch (abort-discard)",
+        "new weights (recompute, AReaL's interruptible generation), are aborted and resumed from their partial "
+        "output (abort-resume, verl partial_rollout), are aborted and restarted from scratch (abort-discard), or "
+        "run to completion before the weights load while nothing new is admitted (drain, AReaL's "
+        "non-interruptible baseline; verl partial_rollout: false). Default with staleness_threshold: abort-resume",
     )
     recompute_logprob: bool = Field(
-        default=True, description="Decoupled PPO: an extra actor forward pass for proximal log-probs (AReaL)"
+        default=True,
+        description="Decoupled PPO: an extra actor forward pass for proximal log-probs (AReaL). verl fully_async's "
+        "shipped config trains on the rollout's log-probs (bypass_mode): set false to match it",
     )
     staleness_threshold: float | None = Field(
-        default=None, ge=0, description="verl fully_async spelling of the staleness bound (overrides eta)"
+        default=None, ge=0,
+        description="verl fully_async: a FRACTION; the rollouter may start (1 + staleness_threshold) x "
+        "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size prompt groups per weight version. "
+        "Setting it selects verl's admission rule instead of AReaL's",
     )
-    trigger_parameter_sync_step: int = Field(default=1, gt=0, description="Trainer steps between weight syncs")
+    trigger_parameter_sync_step: int = Field(default=1, gt=0, description="Trainer steps between weight syncs (verl)")
     require_batches: int | None = Field(
         default=None, gt=0,
-        description="verl: mini-batches per trainer step; consumer groups = require_batches x prompts per mini-batch",
+        description="verl: ppo_mini_batch_size batches the trainer takes per step, each one optimizer update: "
+        "a step consumes require_batches x ppo_mini_batch_size groups and makes require_batches x epochs "
+        "updates (algorithm.mini_batches is then unused)",
+    )
+    ppo_mini_batch_size: int | None = Field(
+        default=None, gt=0,
+        description="verl actor.ppo_mini_batch_size in prompts (x rollout.n samples); default "
+        "algorithm.prompts_per_step / algorithm.mini_batches",
+    )
+    partial_rollout: bool | None = Field(
+        default=None,
+        description="verl: true = in-flight generations are interrupted at a sync and resumed after it "
+        "(interrupt: abort-resume); false = the sync waits for them to finish (interrupt: drain)",
     )
     weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
     dispatch: Literal["least-loaded"] = Field(
@@ -429,14 +663,72 @@ class FullyAsyncSpec(Strict):
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
+    @model_validator(mode="after")
+    def _framework_knobs(self) -> FullyAsyncSpec:
+        """AReaL's and verl's knobs may not contradict each other; partial_rollout resolves `interrupt`."""
+        given = self.model_fields_set
+        if self.staleness_threshold is not None and self.max_head_offpolicyness is not None \
+                and "max_head_offpolicyness" in given:
+            _knob_error("staleness_threshold", self.staleness_threshold,
+                        f"verl's staleness_threshold (a fraction of a sync's samples) and AReaL's "
+                        f"max_head_offpolicyness ({self.max_head_offpolicyness} versions) are two different "
+                        "admission rules; set one (max_head_offpolicyness: null for verl's)")
+        verl_batch = self.require_batches is not None or self.ppo_mini_batch_size is not None
+        if verl_batch and self.consumer_batch_size is not None:
+            want = (self.require_batches or 1) * (self.ppo_mini_batch_size or 0)
+            if self.consumer_batch_size != want:
+                _knob_error("consumer_batch_size", self.consumer_batch_size,
+                            "AReaL's consumer_batch_size and verl's require_batches / ppo_mini_batch_size both set "
+                            "the prompt groups per trainer step"
+                            + (f" and disagree ({self.consumer_batch_size} vs {want})" if want else "")
+                            + "; set one")
+        if self.partial_rollout is not None:
+            mode = "abort-resume" if self.partial_rollout else "drain"
+            if "interrupt" in given and self.interrupt != mode:
+                _knob_error("partial_rollout", self.partial_rollout,
+                            f"partial_rollout: {str(self.partial_rollout).lower()} means interrupt: {mode}, "
+                            f"but interrupt is {self.interrupt!r}; set one")
+            self.interrupt = mode
+        elif self.staleness_threshold is not None and "interrupt" not in given:
+            self.interrupt = "abort-resume"  # verl's default: partial_rollout: True
+        if self.staleness_threshold is not None:
+            self.max_head_offpolicyness = None  # AReaL's default eta does not apply under verl's rule
+        return self
+
+    @property
+    def verl_rule(self) -> bool:
+        """verl fully_async's admission rule (staleness_threshold set) instead of AReaL's."""
+        return self.staleness_threshold is not None
+
+    def mini_batch_groups(self, algo: AlgorithmSpec) -> int:
+        """Prompt groups per optimizer update (verl ppo_mini_batch_size)."""
+        return self.ppo_mini_batch_size or max(1, algo.prompts_per_step // algo.mini_batches)
+
     def consumer_groups(self, algo: AlgorithmSpec) -> int:
-        if self.require_batches is not None:
-            return max(1, self.require_batches * algo.prompts_per_step // algo.mini_batches)
+        """Prompt groups the trainer takes per step."""
+        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
+            return (self.require_batches or 1) * self.mini_batch_groups(algo)
         return self.consumer_batch_size or algo.prompts_per_step
+
+    def optimizer_updates(self, algo: AlgorithmSpec) -> int:
+        """Optimizer updates per trainer step, epochs included."""
+        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
+            return (self.require_batches or 1) * algo.epochs
+        return algo.mini_batches * algo.epochs
 
     @property
     def eta(self) -> float | None:
+        """The staleness knob in effect: AReaL's eta (versions) or, under verl's rule, staleness_threshold."""
         return self.staleness_threshold if self.staleness_threshold is not None else self.max_head_offpolicyness
+
+
+def _knob_error(field: str, value, message: str):
+    """Raise a validation error located at `schedule.<field>` (one line: dotted path + what is wrong)."""
+    from pydantic import ValidationError
+    from pydantic_core import InitErrorDetails, PydanticCustomError
+
+    err = PydanticCustomError("value_error", "{error}", {"error": message})
+    raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
 class RollSpec(Strict):
@@ -464,12 +756,20 @@ class RollSpec(Strict):
     dispatch: Literal["least-loaded"] = "least-loaded"
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
-    staleness_threshold: None = None
-    trigger_parameter_sync_step: int = 1
-    max_concurrent_rollouts: int | None = Field(default=None, gt=0, description="Groups in flight at most")
+    max_concurrent_rollouts: int | None = Field(
+        default=None, gt=0, description="Groups in flight at most (rlsim's cap, named after AReaL's knob)"
+    )
+
+    # ROLL pushes weights after every step and has no verl staleness_threshold: fixed, not settable.
+    trigger_parameter_sync_step: ClassVar[int] = 1
+    staleness_threshold: ClassVar[None] = None
+    verl_rule: ClassVar[bool] = False
 
     def consumer_groups(self, algo: AlgorithmSpec) -> int:
         return algo.prompts_per_step
+
+    def optimizer_updates(self, algo: AlgorithmSpec) -> int:
+        return algo.mini_batches * algo.epochs
 
     @property
     def eta(self) -> float:

@@ -1,11 +1,13 @@
 """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
 A rollout controller keeps prompt groups in flight on the inference engines, admitting a new group
-only while AReaL's staleness rule allows it; each finished group goes to a buffer. The trainer takes
-`consumer_batch_size` groups, oldest first, as soon as that many are ready, drops samples older than
-the bound, trains, and pushes the new weights: every engine pauses at its next step boundary, the
-weights are broadcast, and in-flight sequences keep their KV, re-prefill with the new weights, or are
-aborted and resumed (or restarted). Every token remembers the policy version that produced it.
+only while the staleness rule allows it (AReaL's eta in versions, or verl fully_async's
+staleness_threshold fraction of a sync's samples); each finished group goes to a buffer. The trainer
+takes its batch of groups (AReaL: oldest first, dropping samples older than eta; verl: in queue order,
+never dropping), trains, and pushes the new weights: every engine pauses at its next step boundary,
+the weights are broadcast, and in-flight sequences keep their KV, re-prefill with the new weights,
+are aborted and resumed (or restarted), or (drain) run to completion before the weights load while
+nothing new is admitted. Every token remembers the policy version that produced it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
+from rlsim.costs.batching import train_pass_time
+from rlsim.engine.fleet import role_hardware
 from rlsim.engine.request import Request
 from rlsim.schedules.rl_base import RLSchedule
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
@@ -60,6 +64,7 @@ class Group:
     finished_s: float | None = None
     closed: bool = False  # complete (in the buffer, trained or dropped)
     closing: bool = False  # completing: its redundant samples are being aborted
+    taken_s: float | None = None  # when the trainer took it (or dropped it) from the buffer
 
 
 class FullyAsyncSchedule(RLSchedule):
@@ -68,17 +73,30 @@ class FullyAsyncSchedule(RLSchedule):
         spec, algo = self.scenario.schedule, self.scenario.algorithm
         self.spec = spec
         self.batch_groups = spec.consumer_groups(algo)
-        self.eta = spec.eta
+        self.eta = spec.eta  # the staleness knob in effect (AReaL: versions; verl: a fraction)
         self.sync_every = spec.trigger_parameter_sync_step
+        # Optimizer updates per epoch of a trainer step (verl: require_batches; else algorithm.mini_batches).
+        self.mini_batches = max(1, spec.optimizer_updates(algo) // algo.epochs)
         # Admission counts groups per weight version the rollout sees: one version per sync.
         self.admit_unit = self.batch_groups * self.sync_every
+        self.interrupt = spec.interrupt
+        # verl fully_async: at most (1 + s) x trigger x require_batches x ppo_mini_batch_size groups per version.
+        self.verl = spec.verl_rule
+        self.max_required = int(self.admit_unit * (1 + (spec.staleness_threshold or 0.0))) if self.verl else None
+        self.staleness_samples = 0  # verl: groups started this version + those in flight or queued at the sync
+        self.admission_log: list[tuple[float, int, int]] = []  # (time, gid, staleness_samples after the start)
+        self.sync_marks: list[tuple[float, int, int]] = []  # (time, first gid of the version, groups carried)
+        self.drain_log: list[dict] = []  # drain mode: per engine and update, what was in flight and when
+        self._held: dict[str, list[Request]] = {}
+        self.draining = False
+        self._last_drain_s: float | None = None
         self.running_groups = 0
         self.accepted_groups = 0
         self.buffer: list[Group] = []
         self.rollout_version = 0
         self.syncs = 0  # weight pushes so far: the version index the admission rule counts in
-        # verl's spelling bounds how far rollout runs ahead but never drops samples; AReaL's drops them.
-        self.drop_stale = spec.staleness_threshold is None
+        # verl's rule bounds how far rollout runs ahead but never drops samples; AReaL's drops them.
+        self.drop_stale = not self.verl
         self._rollout_wake = None
         self._trainer_wake = None
         self._next_gid = 0
@@ -99,7 +117,11 @@ class FullyAsyncSchedule(RLSchedule):
     # ------------------------------------------------------------------ admission (AReaL's rule)
 
     def capacity(self) -> int:
-        """How many more groups may start now (AReaL code form)."""
+        """How many more groups may start now (AReaL code form, or verl fully_async's rule)."""
+        if self.draining:
+            return 0  # a draining weight update admits nothing new
+        if self.verl:
+            return self._verl_capacity()
         cap = math.inf
         if self.spec.max_concurrent_rollouts is not None:
             cap = self.spec.max_concurrent_rollouts - self.running_groups
@@ -109,6 +131,18 @@ class FullyAsyncSchedule(RLSchedule):
         if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
             cap = 4 * self.batch_groups - self.running_groups
         return max(0, int(cap))
+
+    def _verl_capacity(self) -> int:
+        """verl's rollouter: pause while staleness_samples >= max_required_samples or the queue is full.
+
+        verl 0.9.1 verl/experimental/fully_async_policy/fully_async_rollouter.py: max_required_samples =
+        int(required_samples x (staleness_threshold + 1) x trigger_parameter_sync_step), the queue holds
+        max_required_samples, and max_concurrent_samples = min(replicas x 16, max_required_samples).
+        """
+        if len(self.buffer) >= self.max_required:
+            return 0
+        conc = self.spec.max_concurrent_rollouts or min(16 * len(self.engines), self.max_required)
+        return max(0, min(self.max_required - self.staleness_samples, conc - self.running_groups))
 
     def _wake(self, attr: str) -> None:
         ev = getattr(self, attr)
@@ -123,10 +157,13 @@ class FullyAsyncSchedule(RLSchedule):
         env, scn = self.env, self.scenario
         g = Group(self._next_gid, self.rollout_version, env.now)
         self._next_gid += 1
-        prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
+        if self.verl:
+            self.staleness_samples += 1
+        self.admission_log.append((env.now, g.gid, self.staleness_samples))
         agent = scn.workload.agent
         size = self.group_launch_size()
         if agent is not None:
+            prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
             g.pending = size
             for turns in sample_lengths(agent.turns, size, env.rng):
                 s = Sample(len(self.samples_all), g, prompt, 0)
@@ -140,9 +177,9 @@ class FullyAsyncSchedule(RLSchedule):
                 proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
             self.running_groups += 1
             return
-        responses = sample_lengths(scn.workload.response_length, size, env.rng)
-        for r in responses:
-            s = Sample(len(self.samples_all), g, prompt, int(r))
+        prompts, responses = self.lengths(1, size, self.rollout_version)  # the policy version that generates
+        for p, r in zip(prompts, responses, strict=True):
+            s = Sample(len(self.samples_all), g, int(p), int(r))
             self.samples_all.append(s)
             g.samples.append(s)
             self._submit(s)
@@ -266,15 +303,54 @@ class FullyAsyncSchedule(RLSchedule):
 
     # ------------------------------------------------------------------ weight updates
 
+    def _gate(self, engine, keep: set) -> None:
+        """Drain: the engine admits only `keep` (its in-flight requests); anything else waits, held aside."""
+        held = self._held.setdefault(engine.name, [])
+        admit = type(engine)._admit
+
+        def gated():
+            if any(r not in keep for r in engine.waiting):
+                rest = [r for r in engine.waiting if r in keep]
+                held.extend(r for r in engine.waiting if r not in keep)
+                engine.waiting.clear()
+                engine.waiting.extend(rest)
+            return admit(engine)
+
+        engine._admit = gated
+
+    def _ungate(self, engine) -> None:
+        """End of a drain: the held requests go back to the head of the queue, in arrival order."""
+        engine.__dict__.pop("_admit", None)
+        held = self._held.pop(engine.name, [])
+        engine.waiting.extendleft(reversed(held))
+
+    def _drain(self):
+        """AReaL's non-interruptible update: every engine finishes what it is running; nothing new starts."""
+        env = self.env
+        self.draining = True
+        waits = []
+        for e in self.engines:
+            keep = set(e.running) | {r for r in e.waiting if r.admitted_s is not None}  # incl. preempted
+            self._gate(e, keep)
+            self.drain_log.append({"engine": e.name, "start": env.now, "in_flight": list(keep),
+                                   "version": e.weight_version})
+            waits.extend(r.done for r in keep)
+        if waits:
+            yield env.all_of(waits)
+
     def _update_weights(self):
         """Pause every engine, broadcast the weights, resume with the interruption mode."""
         env = self.env
         start = env.now
+        mode = self.interrupt
+        if mode == "drain":
+            drain_from = len(self.drain_log)
+            yield from self._drain()
+            self._last_drain_s = env.now - start
         yield env.all_of([e.pause() for e in self.engines])
         yield from self.broadcast_weights()
         self.rollout_version = env.policy_version
         self.syncs += 1
-        mode = self.spec.interrupt
         if mode in ("abort-resume", "abort-discard"):
             for e in self.engines:
                 for req in [*e.running, *e.waiting]:
@@ -288,11 +364,20 @@ class FullyAsyncSchedule(RLSchedule):
                         s.generated = 0
                         s.version_tokens.clear()
                     self._resubmit.append(s)
+        if mode == "drain":
+            for e in self.engines:
+                self._ungate(e)
+            for rec in self.drain_log[drain_from:]:
+                rec["resumed"], rec["new_version"] = env.now, self.rollout_version
+            self.draining = False
         for e in self.engines:
             e.resume(version=self.rollout_version, mode="recompute" if mode == "recompute" else "keep")
         for s in self._resubmit:
             self._submit(s)
         self._resubmit.clear()
+        if self.verl:  # verl's reset_staleness: what is in flight or queued counts toward the new version
+            self.staleness_samples = self.running_groups + len(self.buffer)
+            self.sync_marks.append((env.now, self._next_gid, self.staleness_samples))
         self._wake("_rollout_wake")
         return env.now - start
 
@@ -305,6 +390,7 @@ class FullyAsyncSchedule(RLSchedule):
             for g in self.buffer:
                 stale = self.env.policy_version - min(s.oldest_version for s in g.samples)
                 if stale > self.eta:
+                    g.taken_s = self.env.now
                     self.dropped_stale += len(g.samples)
                     self.tokens_discarded += sum(s.generated for s in g.samples if s.fate == "completed")
                     for s in g.samples:
@@ -323,9 +409,28 @@ class FullyAsyncSchedule(RLSchedule):
             self._wake("_rollout_wake")
         if len(self.buffer) < self.batch_groups:
             return None
-        self.buffer.sort(key=lambda g: (g.start_version, g.finished_s, g.gid))
+        if not self.verl:  # AReaL: oldest first; verl's message queue is FIFO (finish order)
+            self.buffer.sort(key=lambda g: (g.start_version, g.finished_s, g.gid))
         batch, self.buffer = self.buffer[: self.batch_groups], self.buffer[self.batch_groups:]
+        for g in batch:
+            g.taken_s = self.env.now
+        if self.verl:
+            self._wake("_rollout_wake")  # a slot in verl's queue freed
         return batch
+
+    def phase_time(self, phase: str, role: str, seq_lens: np.ndarray) -> float:
+        """As RLSchedule's, with verl's optimizer updates per step (require_batches x epochs) when set."""
+        if not phase.startswith("update_") or self.mini_batches == self.scenario.algorithm.mini_batches:
+            return super().phase_time(phase, role, seq_lens)
+        scn = self.scenario
+        r = self._role(role)
+        t = r.train
+        return train_pass_time(
+            scn.models[r.model], role_hardware(scn, r), seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role),
+            t.ppo_max_token_len_per_gpu, self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
+            overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
+            grad_bytes=t.grad_comm_bytes_per_param,
+        )
 
     def run(self):
         env = self.env
@@ -341,6 +446,7 @@ class FullyAsyncSchedule(RLSchedule):
                 yield self._trainer_wake
                 self._trainer_wake = None
             timing = {"timing_s/wait_rollout": env.now - start}
+            self._last_drain_s = None
             samples = [s for g in batch for s in g.samples if s.outcome == "completed"]
             prompt = np.array([s.prompt_tokens for s in samples])
             generated = np.array([s.generated for s in samples])
@@ -356,6 +462,8 @@ class FullyAsyncSchedule(RLSchedule):
             env.policy_version += 1
             if (step + 1) % self.sync_every == 0:
                 timing["timing_s/sync_rollout_weights"] = yield from self._update_weights()
+                if self._last_drain_s is not None:
+                    timing["timing_s/drain_rollout"] = self._last_drain_s  # part of the sync
             self.trained_tokens += int(generated.sum())
             self.staleness_values.extend(stale.tolist())
             row = self._row(step, start, timing, prompt, response)
@@ -364,6 +472,8 @@ class FullyAsyncSchedule(RLSchedule):
                 "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
                 "samples/multi_version": int(sum(len(s.version_tokens) > 1 for s in samples)),
                 "samples/dropped_stale": self.dropped_stale,
+                "trainer/prompt_groups": len(batch),
+                "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
                 "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - start, 1e-12),
                 "preemptions": sum(e.preemptions for e in self.engines),
             })

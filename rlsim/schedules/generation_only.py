@@ -7,13 +7,11 @@ finishes, as a synchronous RL step's `gen` phase does.
 
 from __future__ import annotations
 
-import numpy as np
-
 from rlsim.engine.fleet import build_engines, register_pools
 from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
-from rlsim.workload import sample_lengths
+from rlsim.workload import LengthSampler
 
 
 class GenerationOnlySchedule(Schedule):
@@ -21,6 +19,7 @@ class GenerationOnlySchedule(Schedule):
         super().__init__(scenario, env)
         register_pools(scenario, env)
         self.engines = build_engines(scenario, env, "rollout")
+        self.lengths = LengthSampler(scenario.workload, env.rng)
 
     def run(self):
         env, scn = self.env, self.scenario
@@ -29,10 +28,7 @@ class GenerationOnlySchedule(Schedule):
         for step in range(self.total_steps):
             env.rl_step = step
             start = env.now
-            prompt_len = np.repeat(
-                sample_lengths(scn.workload.prompt_length, algo.prompts_per_step, env.rng), algo.samples_per_prompt
-            )
-            response_len = sample_lengths(scn.workload.response_length, algo.samples_per_step, env.rng)
+            prompt_len, response_len = self.lengths(algo.prompts_per_step, algo.samples_per_prompt, step)
             where = assign_engines(scn.schedule.dispatch, prompt_len, len(self.engines))
             reqs = []
             for i in range(algo.samples_per_step):

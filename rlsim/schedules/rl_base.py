@@ -19,7 +19,7 @@ from rlsim.schedules.dispatch import assign_engines
 from rlsim.schedules.gpu_locks import GpuLocks
 from rlsim.schedules.placement import resolve_placement
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
-from rlsim.workload import sample_lengths
+from rlsim.workload import LengthSampler, sample_lengths
 
 # verl's forward phases, in the order its trainer calls them, with the role that runs each.
 FORWARD_PHASES = (("reward", "reward"), ("old_log_prob", "actor"), ("ref", "reference"), ("values", "critic"))
@@ -44,6 +44,7 @@ class RLSchedule(Schedule):
             if role != "rollout" and not (role == "reward" and self.judges):
                 env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
         self.hybrid = scn.roles_share_gpus("rollout", "actor")
+        self.lengths = LengthSampler(scn.workload, env.rng)
         self._preemptions = 0
         self._rid = 10**9  # multi-turn requests: ids apart from single-turn ones
         self.trajectories: list[Trajectory] = []
@@ -193,8 +194,7 @@ class RLSchedule(Schedule):
         if self.scenario.workload.agent is not None:
             return (yield from self._generate_agentic(n_prompts, samples_per_prompt))
         scn, env = self.scenario, self.env
-        prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
-        response = sample_lengths(scn.workload.response_length, len(prompt), env.rng)
+        prompt, response = self.lengths(n_prompts, samples_per_prompt, env.rl_step)
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         reqs = []
         for i in range(len(prompt)):
