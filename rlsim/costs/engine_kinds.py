@@ -32,8 +32,15 @@ class EngineKind:
     eager_extra_ms: float  # added per step when CUDA graphs are off
     host_per_seq_us: float  # host time per running sequence per step, not overlapped with the GPU
     allreduce_latency_us: float | None  # per TP all-reduce at decode sizes; None: ring hops x profile latency
+    attention_eta_mem: float | None = None  # HBM efficiency of decode attention's KV read; None: the profile's
     sources: dict[str, str] = field(default_factory=dict)
 
+
+_FLASHINFER = (
+    "assumed: paged decode-attention kernels (FlashInfer, FlashAttention) stream long KV at ~85% of HBM "
+    "bandwidth, where a batch-1 GEMV reaches ~69% (docs/sources.md §9); added after the AReaL generation-"
+    "scaling miss, not fitted to it; settle with a decode step-time sweep over context at fixed batch"
+)
 
 ENGINE_KINDS: dict[str, EngineKind] = {
     k.name: k
@@ -54,8 +61,9 @@ ENGINE_KINDS: dict[str, EngineKind] = {
                                      "custom all-reduce); settle with nccl-tests all_reduce_perf at 8-64 KB"},
         ),
         EngineKind(
-            "vllm-0.6", 0.67, 2.2, 8.0, 8.0,
-            {"step_overhead_ms": "fitted: Lambda Labs vLLM benchmark (2024-09, v0.6), Llama-3-8B on 1xH100, "
+            "vllm-0.6", 0.67, 2.2, 8.0, 8.0, 0.85,
+            {"attention_eta_mem": _FLASHINFER,
+             "step_overhead_ms": "fitted: Lambda Labs vLLM benchmark (2024-09, v0.6), Llama-3-8B on 1xH100, "
                                  "10 concurrent prompts, median TPOT 7.50 ms (§9), at an assumed mean context of 1,000 "
                                  "tokens",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
@@ -65,16 +73,18 @@ ENGINE_KINDS: dict[str, EngineKind] = {
                                      "nsys traces of a TP decode step"},
         ),
         EngineKind(
-            "vllm-v1", 0.53, 2.2, 4.0, 8.0,
-            {"step_overhead_ms": "derived: vllm-0.6's fitted value less 7% of a Qwen2.5-1.5B TPOT on H100 "
+            "vllm-v1", 0.53, 2.2, 4.0, 8.0, 0.85,
+            {"attention_eta_mem": _FLASHINFER,
+             "step_overhead_ms": "derived: vllm-0.6's fitted value less 7% of a Qwen2.5-1.5B TPOT on H100 "
                                  "(~2 ms): vLLM PR #16072, full CUDA graphs cut median TPOT by 7% (§9)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
              "host_per_seq_us": "assumed: V1's scheduler and detokeniser run in separate processes",
              "allreduce_latency_us": "assumed: vLLM's custom one-shot all-reduce over NVLink"},
         ),
         EngineKind(
-            "sglang-0.4", 0.72, 2.2, 4.0, 8.0,
-            {"step_overhead_ms": "fitted: SGLang PR #1401, Llama-3-8B batch 1 decode step 7.06 ms with CUDA "
+            "sglang-0.4", 0.72, 2.2, 4.0, 8.0, 0.85,
+            {"attention_eta_mem": _FLASHINFER,
+             "step_overhead_ms": "fitted: SGLang PR #1401, Llama-3-8B batch 1 decode step 7.06 ms with CUDA "
                                  "graph (assumed H100, context ~512), less rlsim's 6.34 ms of GPU work (§9)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
              "host_per_seq_us": "assumed: SGLang's overlap scheduler hides most host work; settle with a "
@@ -98,6 +108,7 @@ class EngineOverheads:
     step_s: float
     host_per_seq_s: float
     allreduce_latency_s: float | None  # None: ring-hop latency of the hardware profile
+    attention_eta_mem: float | None = None  # None: the hardware profile's decode_eta_mem
 
 
 def engine_overheads(
@@ -117,7 +128,7 @@ def engine_overheads(
         step_ms += k.eager_extra_ms
     host = host_per_seq_us if host_per_seq_us is not None else k.host_per_seq_us
     ar = allreduce_latency_us if allreduce_latency_us is not None else k.allreduce_latency_us
-    return EngineOverheads(step_ms * 1e-3, host * 1e-6, None if ar is None else ar * 1e-6)
+    return EngineOverheads(step_ms * 1e-3, host * 1e-6, None if ar is None else ar * 1e-6, k.attention_eta_mem)
 
 
 def generic_overheads(hw: HardwareProfile, host_per_seq_s: float = 0.0) -> EngineOverheads:

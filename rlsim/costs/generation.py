@@ -118,9 +118,14 @@ def linear_layers_time(model: ModelShape, hw: HardwareProfile, tp: int, tokens: 
     return math.hypot(read, compute)
 
 
-def attention_seconds_per_context_token(model: ModelShape, hw: HardwareProfile, tp: int) -> float:
-    """Decode attention per token of running context: its KV read, or its FLOPs where those dominate."""
-    kv = model.kv_bytes_per_token / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
+def attention_seconds_per_context_token(
+    model: ModelShape, hw: HardwareProfile, tp: int, eta_mem: float | None = None
+) -> float:
+    """Decode attention per token of running context: its KV read, or its FLOPs where those dominate.
+
+    `eta_mem` is the attention kernel's HBM efficiency (an engine property); default the profile's.
+    """
+    kv = model.kv_bytes_per_token / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     flops = 4.0 * model.layers * model.heads * model.d_head / (
         hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
     )
@@ -145,7 +150,7 @@ def decode_coefficients(
     return DecodeCoefficients(
         intercept=linear_layers_time(model, hw, tp, batch)
         + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
-        slope=attention_seconds_per_context_token(model, hw, tp),
+        slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
         fixed=o.step_s + o.host_per_seq_s * batch,
         batch=batch,
     )
