@@ -19,7 +19,7 @@ from rlsim.simulate import simulate
 
 
 def scenario(length_scale: int, prompts: int = 512):
-    # 32 H100 GPUs, TP1 engines of Qwen2.5-7B; AReaL-like batch 512 x 16 (REFERENCE.md section 7).
+    # 32 H100 GPUs, TP1 engines of Qwen2.5-7B; AReaL-like batch 512 x 16 (docs/sources.md §7).
     return parse_scenario(
         {
             "name": f"engine-scaling-x{length_scale}",

@@ -176,7 +176,8 @@ def calibrate(
 def reproduce(
     name: Annotated[str, typer.Argument(
         help="What to reproduce: all, hybridflow-placement, areal-staleness, verl-one-step-off, "
-        "agentic-latency, transition-cost, generation-tp, async-scaling, long-tail, batch-group, validation"
+        "agentic-latency, transition-cost, generation-tp, async-scaling, long-tail, batch-group, "
+        "areal-generation-scaling, verl-generation-flat, validation"
     )],
     out: Annotated[Path, typer.Option(help="Output folder")] = Path("reproduce"),
 ) -> None:

@@ -42,7 +42,7 @@ class HardwareProfile(BaseModel):
 
     name: str
     description: str = ""
-    # Datasheet specs (REFERENCE.md section 1), dense (not sparse) peaks.
+    # Datasheet specs (docs/sources.md §1), dense (not sparse) peaks.
     bf16_tflops: float = Field(gt=0, description="Peak dense BF16 tensor throughput, TFLOP/s")
     fp8_tflops: float | None = Field(
         default=None, gt=0, description="Peak dense FP8 tensor throughput, TFLOP/s (None: no FP8)"

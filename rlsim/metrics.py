@@ -1,4 +1,4 @@
-"""From the step rows and the GPU ledger to the contract's summary (DESIGN.md, Outputs).
+"""From the step rows and the GPU ledger to the contract's summary (docs/sources.md, Design notes: Outputs).
 
 Glossary (all SI units; the measured window runs from the start of the first measured step to the
 end of the last step, warm-up steps excluded):

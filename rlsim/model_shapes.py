@@ -73,7 +73,7 @@ class ModelShape(BaseModel):
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """2 (K and V) x layers x kv_heads x head_dim x bytes (DESIGN.md)."""
+        """2 (K and V) x layers x kv_heads x head_dim x bytes (docs/sources.md, Design notes)."""
         return 2.0 * self.layers * self.kv_heads * self.d_head * self.kv_bytes
 
 

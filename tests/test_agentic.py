@@ -161,7 +161,7 @@ def test_sample_level_judging_in_roll():
 
 
 def test_roll_rlvr_rollout_share_finding():
-    """ROLL Flash (REFERENCE.md section 8): rollout is more than 70% of an RLVR step."""
+    """ROLL Flash (docs/sources.md §8): rollout is more than 70% of an RLVR step."""
     from rlsim.reproduce.validation import bound_findings
 
     found = bound_findings().set_index("name")

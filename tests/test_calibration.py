@@ -21,7 +21,7 @@ from rlsim.hardware import load_profile, load_profile_file, profiles_dir
 from rlsim.model_shapes import ModelShape, resolve_preset
 
 NIM_CSV = profiles_dir() / "measurements" / "nim_llama33_70b_fp8_h100.csv"
-# REFERENCE.md section 2: NIM Llama-3.3-70B FP8, TP2 on 2xH100, in 5000 / out 500.
+# docs/sources.md §2: NIM Llama-3.3-70B FP8, TP2 on 2xH100, in 5000 / out 500.
 NIM_ITL_MS = {1: 18.58, 5: 21.83, 25: 38.75, 50: 59.73, 100: 92.91}
 # The priors the shipped h100-sxm.yaml was fitted from (see its sources).
 H100_PRIORS = {
@@ -55,7 +55,7 @@ def test_nim_csv_reads_as_documented(nim):
         assert (m.kind, m.model, m.hardware, m.tp) == ("serving_itl", "llama-3.3-70b", "h100-sxm", 2)
         assert (m.prompt_tokens, m.output_tokens, m.weight_bytes, m.kv_bytes) == (5000, 500, 1, 1)
         assert m.seconds == pytest.approx(NIM_ITL_MS[m.batch] / 1e3)
-        assert "REFERENCE.md" in m.source
+        assert "docs/sources.md" in m.source
     header = NIM_CSV.read_text().splitlines()[0].split(",")
     assert header == list(COLUMNS)
 
@@ -125,7 +125,7 @@ def test_train_rows_scale_inversely_with_mfu():
 
 @pytest.mark.parametrize("concurrency", sorted(NIM_ITL_MS))
 def test_shipped_h100_reproduces_nim_itl(concurrency):
-    """REFERENCE.md section 2: every NIM ITL point within 15% (FP8 weights and KV, TP2)."""
+    """docs/sources.md §2: every NIM ITL point within 15% (FP8 weights and KV, TP2)."""
     hw = load_profile("h100-sxm")
     model = ModelShape(**resolve_preset("llama-3.3-70b"), weight_bytes=1, kv_bytes=1)
     itl = serving_itl(model, hw, tp=2, concurrency=concurrency, prompt_tokens=5000, output_tokens=500)

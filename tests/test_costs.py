@@ -1,6 +1,6 @@
 """Hand-computed checks of the cost models (rlsim/costs). The arithmetic is written out in each test.
 
-Hardware is built here with explicit numbers (REFERENCE.md section 1 datasheet values; the
+Hardware is built here with explicit numbers (docs/sources.md §1 datasheet values; the
 efficiencies are round test values, not calibrated ones), so the tests do not depend on the YAML
 profiles.
 """
@@ -52,7 +52,7 @@ _TEST_SOURCE = "test value (tests/test_costs.py)"
 
 def _profile(name: str, **values: float) -> HardwareProfile:
     sources = {k: (_TEST_SOURCE if k.startswith(("decode_", "prefill_", "train_", "forward_", "collective_",
-                                                  "pcie_")) else "REFERENCE.md section 1")
+                                                  "pcie_")) else "docs/sources.md §1")
                for k in values}
     return HardwareProfile(name=name, sources=sources, **values)
 
@@ -67,21 +67,21 @@ _EFF = dict(
 
 @pytest.fixture
 def a100() -> HardwareProfile:
-    """A100-80GB SXM: 312 TFLOP/s, 80 GB, 2.039 TB/s, NVLink 300 GB/s, 200 Gb/s HDR (REFERENCE.md s1)."""
+    """A100-80GB SXM: 312 TFLOP/s, 80 GB, 2.039 TB/s, NVLink 300 GB/s, 200 Gb/s HDR (docs/sources.md §1)."""
     return _profile("a100-test", bf16_tflops=312.0, hbm_gb=80.0, hbm_tb_per_s=2.039, nvlink_gb_per_s=300.0,
                     nic_gbit_per_s=200.0, **_EFF)
 
 
 @pytest.fixture
 def h20() -> HardwareProfile:
-    """H20: 148 TFLOP/s, 96 GB, 4.0 TB/s, NVLink 450 GB/s, 400 Gb/s (REFERENCE.md s1)."""
+    """H20: 148 TFLOP/s, 96 GB, 4.0 TB/s, NVLink 450 GB/s, 400 Gb/s (docs/sources.md §1)."""
     return _profile("h20-test", bf16_tflops=148.0, hbm_gb=96.0, hbm_tb_per_s=4.0, nvlink_gb_per_s=450.0,
                     nic_gbit_per_s=400.0, **_EFF)
 
 
 @pytest.fixture
 def l40s() -> HardwareProfile:
-    """L40S: no NVLink, GPU-GPU over PCIe (REFERENCE.md s1)."""
+    """L40S: no NVLink, GPU-GPU over PCIe (docs/sources.md §1)."""
     return _profile("l40s-test", bf16_tflops=362.0, hbm_gb=48.0, hbm_tb_per_s=0.864, nvlink_gb_per_s=0.0,
                     nic_gbit_per_s=200.0, **_EFF)
 
@@ -273,7 +273,7 @@ def test_serving_itl_at_concurrency_one_is_the_decode_step(a100, llama7b):
 
 
 def test_kv_capacity_llama7b_a100_half_memory(a100, llama7b):
-    # verl default gpu_memory_utilization 0.5 (REFERENCE.md s2), TP1, 1 GB activation reserve:
+    # verl default gpu_memory_utilization 0.5 (docs/sources.md §2), TP1, 1 GB activation reserve:
     # (80e9*0.5 - 13,476,298,752 - 1e9) / 524,288 B = 48,683 tokens.
     expected = (80e9 * 0.5 * 1 - 2 * N7B - 1 * 1e9) / KV7B
     got = kv_capacity_tokens(llama7b, a100, 1, 0.5, 1e9)

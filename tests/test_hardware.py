@@ -1,4 +1,4 @@
-"""Shipped hardware profiles: they load, cite every number, and match REFERENCE.md section 1."""
+"""Shipped hardware profiles: they load, cite every number, and match docs/sources.md §1."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rlsim.hardware import _NUMERIC_FIELDS, HardwareProfile, available_profiles,
 
 SHIPPED = ("a100-80gb", "h100-sxm", "h200", "h20", "b200", "mi300x", "l40s", "h800")
 
-# REFERENCE.md section 1: BF16 TFLOP/s, HBM GB, HBM TB/s, NVLink GB/s per direction, NIC Gb/s.
+# docs/sources.md §1: BF16 TFLOP/s, HBM GB, HBM TB/s, NVLink GB/s per direction, NIC Gb/s.
 SPECS = {
     "a100-80gb": (312, 80, 2.039, 300, 200),
     "h100-sxm": (989, 80, 3.35, 450, 400),
@@ -19,10 +19,10 @@ SPECS = {
     "b200": (2250, 180, 7.7, 900, 400),
     "mi300x": (1307, 192, 5.3, 896 / 2, 400),  # xGMI 896 GB/s aggregate (bidirectional)
     "l40s": (362, 48, 0.864, 0, None),  # no NVLink; no NIC listed
-    "h800": (989, 80, 3.35, 200, 400),  # AReaL testbed (REFERENCE.md section 7)
+    "h800": (989, 80, 3.35, 200, 400),  # AReaL testbed (docs/sources.md §7)
 }
 
-# REFERENCE.md section 1, derived ridge points (FLOP/byte) = BF16 FLOP/s / HBM bytes/s.
+# docs/sources.md §1, derived ridge points (FLOP/byte) = BF16 FLOP/s / HBM bytes/s.
 RIDGE = {"a100-80gb": 153, "h100-sxm": 295, "h200": 206, "h20": 37, "b200": 292, "mi300x": 247}
 
 
@@ -50,7 +50,7 @@ def test_efficiencies_are_physically_plausible(name):
     p = load_profile(name)
     for eta in (p.decode_eta_mem, p.decode_eta_compute, p.prefill_eta_compute, p.train_mfu, p.forward_mfu):
         assert 0.1 <= eta <= 1.0
-    assert 0.5 <= p.decode_fixed_overhead_ms <= 20.0  # a few ms per engine step (REFERENCE.md section 2)
+    assert 0.5 <= p.decode_fixed_overhead_ms <= 20.0  # a few ms per engine step (docs/sources.md §2)
     assert 0 <= p.collective_latency_us <= 50
     assert p.fp8_tflops is None or p.fp8_tflops == pytest.approx(2 * p.bf16_tflops, rel=0.03)
 

@@ -274,7 +274,7 @@ def test_figures_batch_size_and_generation_tp():
 
 
 def test_generation_tp_finding_fitted_on_7b_predicts_13b():
-    """HybridFlow (REFERENCE.md section 5): t_g=2 cuts 7B generation 60.3% vs t_g=8 (the fit), t_g=4 cuts
+    """HybridFlow (docs/sources.md §5): t_g=2 cuts 7B generation 60.3% vs t_g=8 (the fit), t_g=4 cuts
     13B 36.4% (a prediction: nothing was fitted to it). Without the per-sequence host overhead of
     vLLM 0.3.1 the cut vanishes: memory-bound decode costs the same per GPU at any t_g."""
     from rlsim.reproduce.hybridflow_placement import generation_tp_gain
@@ -282,3 +282,11 @@ def test_generation_tp_finding_fitted_on_7b_predicts_13b():
     assert generation_tp_gain("7b", 2) == pytest.approx(0.603, abs=0.01)
     assert generation_tp_gain("13b", 4) == pytest.approx(0.364, rel=0.10)
     assert generation_tp_gain("7b", 2, host_overhead_per_seq_us=0.0) < 0.1
+
+
+def test_vllm_03_host_cost_is_the_refit_of_hybridflows_7b_finding():
+    """Engine kind vllm-0.3 carries the per-sequence host cost that re-running the fit gives (within 2%)."""
+    from rlsim.costs.engine_kinds import ENGINE_KINDS
+    from rlsim.reproduce.hybridflow_placement import fit_host_overhead
+
+    assert fit_host_overhead() == pytest.approx(ENGINE_KINDS["vllm-0.3"].host_per_seq_us, rel=0.02)

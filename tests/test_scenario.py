@@ -1,4 +1,7 @@
-"""Scenario loading: every bad input gets its exact `file: dotted.path: message` line (DESIGN.md)."""
+"""Scenario loading: every bad input gets its exact `file: dotted.path: message` line.
+
+See docs/sources.md, Design notes: Bad input.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""NCCL ring collectives: bandwidth term plus a per-hop latency term alpha (DESIGN.md, Cost models).
+"""NCCL ring collectives: bandwidth term plus a per-hop latency term alpha (docs/sources.md, Design notes: Cost models).
 
 A group that fits inside one node talks over NVLink (PCIe where a GPU has none); a group that spans
 nodes is limited by the per-GPU NIC bandwidth, the slowest link of the ring.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from rlsim.hardware import HardwareProfile
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=False)
 class EngineKind:
     """Per-step costs of one engine family/version. Times in the units their names carry."""
 
@@ -46,12 +46,12 @@ ENGINE_KINDS: dict[str, EngineKind] = {
     k.name: k
     for k in (
         EngineKind(
-            "generic", None, 0.0, 0.0, None,
+            "generic", None, 0.0, 0.0, None, None,
             {"step_overhead_ms": "the hardware profile's decode_fixed_overhead_ms (calibrated per profile)",
              "allreduce_latency_us": "2(n-1) ring hops x the profile's collective_latency_us"},
         ),
         EngineKind(
-            "vllm-0.3", 3.8, 2.2, 540.0, 20.0,
+            "vllm-0.3", 3.8, 2.2, 540.0, 20.0, None,
             {"step_overhead_ms": "derived: vLLM v0.6 blog, before v0.6 scheduling was 29% of a 13 ms step "
                                  "(docs/sources.md §2); the API server's 33% does not apply offline (verl)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
@@ -61,7 +61,7 @@ ENGINE_KINDS: dict[str, EngineKind] = {
                                      "custom all-reduce); settle with nccl-tests all_reduce_perf at 8-64 KB"},
         ),
         EngineKind(
-            "vllm-0.6", 0.67, 2.2, 8.0, 8.0, 0.85,
+            "vllm-0.6", 0.01, 2.2, 8.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
              "step_overhead_ms": "fitted: Lambda Labs vLLM benchmark (2024-09, v0.6), Llama-3-8B on 1xH100, "
                                  "10 concurrent prompts, median TPOT 7.50 ms (§9), at an assumed mean context of 1,000 "
@@ -73,26 +73,28 @@ ENGINE_KINDS: dict[str, EngineKind] = {
                                      "nsys traces of a TP decode step"},
         ),
         EngineKind(
-            "vllm-v1", 0.53, 2.2, 4.0, 8.0, 0.85,
+            "vllm-v1", 0.01, 2.2, 4.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
-             "step_overhead_ms": "derived: vllm-0.6's fitted value less 7% of a Qwen2.5-1.5B TPOT on H100 "
-                                 "(~2 ms): vLLM PR #16072, full CUDA graphs cut median TPOT by 7% (§9)",
+             "step_overhead_ms": "derived: vllm-0.6's fitted value; full CUDA graphs (vLLM PR #16072: -7% "
+                                 "median TPOT for small models, §9) would take it below zero, i.e. at the "
+                                 "h100-sxm efficiencies nearly all of a V1 step is GPU work",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
              "host_per_seq_us": "assumed: V1's scheduler and detokeniser run in separate processes",
              "allreduce_latency_us": "assumed: vLLM's custom one-shot all-reduce over NVLink"},
         ),
         EngineKind(
-            "sglang-0.4", 0.72, 2.2, 4.0, 8.0, 0.85,
+            "sglang-0.4", 0.085, 2.2, 4.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
              "step_overhead_ms": "fitted: SGLang PR #1401, Llama-3-8B batch 1 decode step 7.06 ms with CUDA "
-                                 "graph (assumed H100, context ~512), less rlsim's 6.34 ms of GPU work (§9)",
+                                 "graph (assumed H100, context ~512), less rlsim's 6.98 ms of GPU work "
+                                 "at the h100-sxm efficiencies (§9)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
              "host_per_seq_us": "assumed: SGLang's overlap scheduler hides most host work; settle with a "
                                 "decode step-time vs batch sweep (bench_one_batch)",
              "allreduce_latency_us": "assumed: SGLang's custom all-reduce over NVLink"},
         ),
         EngineKind(
-            "trtllm", None, 0.0, 0.0, None,
+            "trtllm", None, 0.0, 0.0, None, None,
             {"step_overhead_ms": "the hardware profile's calibrated value: h100-sxm is fitted to NVIDIA NIM's "
                                  "ITL curve (§2), a TensorRT-LLM-backed engine",
              "allreduce_latency_us": "ring hops x the profile's collective_latency_us (as calibrated)"},

@@ -2,7 +2,7 @@
 
 Pure functions of a distribution and the run's generator, so the SimPy side (rlsim/engine/tools.py)
 only decides *when* things happen. Lognormal latencies are given by their median because that is
-what benchmarks of search servers and sandboxes report (REFERENCE.md section 7).
+what benchmarks of search servers and sandboxes report (docs/sources.md §7).
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def serving_itl(
     Every request in flight finishes once per `output_tokens` decode steps and is replaced by a new
     one whose prefill stalls the batch, so a request sees (concurrency-1)/output_tokens foreign
     prefills per token on top of the decode step (mean context prompt + output/2). This is how a
-    measured ITL curve such as NIM's (REFERENCE.md section 2) maps onto the decode/prefill costs.
+    measured ITL curve such as NIM's (docs/sources.md §2) maps onto the decode/prefill costs.
     """
     ctx = concurrency * (prompt_tokens + output_tokens / 2.0)
     step = decode_step_time(model, hw, tp, concurrency, ctx, overheads=overheads)

@@ -1,5 +1,5 @@
 """Per-GPU memory: inference-engine KV capacity and the "does it fit" check for training, forward-only
-passes and rollout engines (DESIGN.md, Cost models; REFERENCE.md section 3 "Memory").
+passes and rollout engines (docs/sources.md, Design notes: Cost models; docs/sources.md §3 "Memory").
 
 A placement that does not fit must be reported, not simulated: an RL schedule that silently runs a
 70B actor on 8 GPUs would produce a plausible-looking but impossible timeline. All byte counts are
@@ -116,7 +116,7 @@ def training_memory_per_gpu(
     optimizer_bytes_per_param: float = 12.0,
     activation_checkpointing: bool = True,
 ) -> MemoryBreakdown:
-    """Mixed-precision Adam training state per GPU (REFERENCE.md section 3 "Memory").
+    """Mixed-precision Adam training state per GPU (docs/sources.md §3 "Memory").
 
     bf16 params 2N, grads `grad_bytes`*N (fp32 by default), Adam fp32 master + m + v 12N, all split
     over tp*pp model-parallel ranks and, when sharded (ZeRO-1/2/3, FSDP), over the dp ranks. N counts

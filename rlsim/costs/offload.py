@@ -1,5 +1,5 @@
 """Host offload / onload of training state over PCIe, paid at each colocated train <-> generate switch
-(DESIGN.md, Cost models: hybrid engine).
+(docs/sources.md, Design notes: Cost models, hybrid engine).
 
 Every GPU has its own PCIe link to the host, so the time is the bytes one GPU holds divided by one
 link's bandwidth; all GPUs move their shards in parallel.
@@ -11,7 +11,7 @@ from rlsim.costs.memory import PARAM_BYTES_TRAIN
 from rlsim.hardware import HardwareProfile
 from rlsim.model_shapes import ModelShape
 
-OPTIMIZER_BYTES_PER_PARAM = 12.0  # Adam fp32 master + m + v (REFERENCE.md section 3 "Memory")
+OPTIMIZER_BYTES_PER_PARAM = 12.0  # Adam fp32 master + m + v (docs/sources.md §3 "Memory")
 
 
 def pcie_transfer_time(size_bytes: float, hw: HardwareProfile) -> float:

@@ -1,4 +1,4 @@
-"""Training and forward-only pass times (DESIGN.md, Cost models; REFERENCE.md section 3).
+"""Training and forward-only pass times (docs/sources.md, Design notes: Cost models; docs/sources.md §3).
 
 Time = model FLOPs / (GPUs x peak x MFU), stretched by the 1F1B pipeline bubble, plus whatever part
 of the data-parallel gradient all-reduce is not hidden behind the backward pass. Tensor-parallel

@@ -1,4 +1,7 @@
-"""The results folder of DESIGN.md's output contract, reading it back, and the terminal summary rows."""
+"""The results folder of the output contract, reading it back, and the terminal summary rows.
+
+The contract is summarised in docs/sources.md, Design notes: Outputs.
+"""
 
 from __future__ import annotations
 

@@ -30,6 +30,18 @@ def _agentic_latency(out: Path) -> str:
     return report(out)
 
 
+def _areal_generation_scaling(out: Path) -> str:
+    from rlsim.reproduce.generation_scaling import areal_report
+
+    return areal_report(out)
+
+
+def _verl_generation_flat(out: Path) -> str:
+    from rlsim.reproduce.generation_scaling import verl_flat_report
+
+    return verl_flat_report(out)
+
+
 def _validation(out: Path) -> str:
     from rlsim.reproduce.validation import report
 
@@ -61,5 +73,7 @@ REPRODUCTIONS: dict[str, Callable[[Path], str]] = {
     "async-scaling": _figure("async-scaling"),
     "long-tail": _figure("long-tail"),
     "batch-group": _figure("batch-group"),
+    "areal-generation-scaling": _areal_generation_scaling,
+    "verl-generation-flat": _verl_generation_flat,
     "validation": _validation,
 }

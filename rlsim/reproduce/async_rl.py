@@ -1,8 +1,8 @@
 """Asynchronous RL reproductions: AReaL's staleness sweep and verl's one-step-off speedup.
 
-- `areal-staleness` (REFERENCE.md section 7, AReaL Fig. 5c): effective throughput and staleness of
+- `areal-staleness` (docs/sources.md §7, AReaL Fig. 5c): effective throughput and staleness of
   the 1.5B math scenario for max_head_offpolicyness eta in 0, 1, 2, 4, 8, 16 and unbounded.
-- `verl-one-step-off` (REFERENCE.md section 6): step times of verl's synchronous and one-step-off
+- `verl-one-step-off` (docs/sources.md §6): step times of verl's synchronous and one-step-off
   DAPO runs on 16 H20 (FSDP2) and the speedup.
 """
 

@@ -53,9 +53,9 @@ def _line_plot(tab: pd.DataFrame, x: str, ys: list[tuple[str, str]], hue: str, t
 # ---------------------------------------------------------------- F3
 
 
-# The engine of HybridFlow's testbed (vLLM 0.3.1): per-sequence host overhead fitted to its 7B t_g finding
-# (scenarios/hybridflow/*.yaml, REFERENCE.md section 5); 0 for engines that overlap their scheduler.
-ENGINES = {"modern engine": 0.0, "vLLM 0.3.1": 512.0}
+# Engine kinds (rlsim/costs/engine_kinds.py): HybridFlow's testbed engine (vLLM 0.3.1, per-sequence host
+# cost fitted to its 7B t_g finding, docs/sources.md §5) beside a modern one that overlaps its scheduler.
+ENGINES = {"modern engine": "vllm-v1", "vLLM 0.3.1": "vllm-0.3"}
 
 
 def generation_tp_table() -> pd.DataFrame:
@@ -66,16 +66,16 @@ def generation_tp_table() -> pd.DataFrame:
     """
     rows = []
     for model in ("llama-7b", "llama-13b"):
-        for engine, host_us in ENGINES.items():
-            for util in (0.3, 0.5, 0.8) if host_us == 0 else (0.5,):
+        for engine, kind in ENGINES.items():
+            for util in (0.3, 0.5, 0.8) if kind == "vllm-v1" else (0.5,):
                 for tp in (1, 2, 4, 8):
                     data = {
-                        "name": f"f3-{model}-{util}-{tp}-{host_us:g}", "steps": 1,
+                        "name": f"f3-{model}-{util}-{tp}-{kind}", "steps": 1,
                         "cluster": {"pools": {"gen": {"hardware": "a100-80gb", "nodes": 2, "gpus_per_node": 8}}},
                         "models": {"policy": {"preset": model}},
                         "roles": {"rollout": {"pool": "gen", "model": "policy", "parallel": {"tp": tp},
                                               "engine": {"gpu_memory_utilization": util, "max_num_seqs": 256,
-                                                         "host_overhead_per_seq_us": host_us}}},
+                                                         "kind": kind}}},
                         "algorithm": {"kind": "generate", "prompts_per_step": 1024, "samples_per_prompt": 1},
                         "workload": {"prompt_length": {"kind": "fixed", "value": 1024},
                                      "response_length": {"kind": "fixed", "value": 1024}},

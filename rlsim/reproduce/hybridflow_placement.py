@@ -1,4 +1,4 @@
-"""HybridFlow's placement study (EuroSys'25, REFERENCE.md section 5): colocate vs split vs standalone.
+"""HybridFlow's placement study (EuroSys'25, docs/sources.md §5): colocate vs split vs standalone.
 
 PPO with Llama 7B/13B/34B/70B (all four models the same size) on 16-128 A100-80GB. For each point
 the parallelism is chosen like HybridFlow's auto-mapping would: training keeps tensor parallelism
@@ -122,7 +122,7 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
     return ok.loc[idx, ["model", "gpus", "placement", "throughput_tokens_per_s"]].reset_index(drop=True)
 
 
-# HybridFlow's findings (REFERENCE.md section 5), as (model, GPUs) -> expected winner.
+# HybridFlow's findings (docs/sources.md §5), as (model, GPUs) -> expected winner.
 def expected_winner(model: str, gpus: int) -> str | None:
     if gpus <= 64:
         return "colocate"
@@ -141,7 +141,7 @@ def findings(table: pd.DataFrame) -> pd.DataFrame:
         exp = expected_winner(w["model"], int(w["gpus"]))
         if exp is None:
             continue
-        rows.append({"name": f"{w['model']} on {w['gpus']} GPUs", "source": "REFERENCE.md section 5 (HybridFlow)",
+        rows.append({"name": f"{w['model']} on {w['gpus']} GPUs", "source": "docs/sources.md §5 (HybridFlow)",
                      "expected": exp, "simulated": w["placement"], "passed": exp == w["placement"]})
     return pd.DataFrame(rows)
 
@@ -151,7 +151,7 @@ def generation_tp_gain(
 ) -> float:
     """Relative cut in generation latency of t_g=gen_tp vs t_g=baseline_tp, colocated, training 1-8-2.
 
-    HybridFlow (REFERENCE.md section 5): on 16 GPUs t_g=2 cuts 7B generation latency by 60.3% vs t_g=8;
+    HybridFlow (docs/sources.md §5): on 16 GPUs t_g=2 cuts 7B generation latency by 60.3% vs t_g=8;
     t_g=4 cuts 13B by 36.4%. `host_overhead_per_seq_us` overrides the scenario's engine setting.
     """
     base = base_scenario(model)
@@ -175,7 +175,7 @@ def fit_host_overhead(model: str = "7b", gen_tp: int = 2, target: float = 0.603,
     """The per-sequence host overhead (us) at which rlsim reproduces a published t_g latency cut.
 
     Bisection: the cut grows monotonically with the overhead, because an engine with a larger t_g
-    serves more sequences per step on one host. This is how the HybridFlow scenarios' 512 us was fitted.
+    serves more sequences per step on one host. This is how engine kind vllm-0.3's host_per_seq_us (540) was fitted.
     """
     lo, hi = 0.0, hi_us
     if generation_tp_gain(model, gen_tp, host_overhead_per_seq_us=hi) < target:
@@ -195,12 +195,12 @@ def generation_tp_rows() -> pd.DataFrame:
         sim = generation_tp_gain(model, tp)
         tag = " (fitted)" if fitted else ""
         rows.append({"name": f"llama-{model} generation latency cut, t_g={tp} vs t_g=8 (16 GPUs, train 1-8-2){tag}",
-                     "source": "REFERENCE.md section 5 (HybridFlow)", "published": published, "simulated": sim,
+                     "source": "docs/sources.md §5 (HybridFlow)", "published": published, "simulated": sim,
                      "error_pct": 100.0 * (sim - published) / published})
     return pd.DataFrame(rows)
 
 
-# HybridFlow: "actor training + generation = 58.9% of RLHF time" (REFERENCE.md section 5; setup not
+# HybridFlow: "actor training + generation = 58.9% of RLHF time" (docs/sources.md §5; setup not
 # stated, compared with the mean over the colocated points of the grid up to 64 GPUs, where colocate wins).
 PUBLISHED_ACTOR_SHARE = 0.589
 
@@ -209,7 +209,7 @@ def actor_share_row(table: pd.DataFrame) -> dict:
     pts = table[(table["placement"] == "colocate") & table["feasible"] & (table["gpus"] <= 64)]
     sim = float(pts["actor_gen_train_share"].mean())
     return {"name": "HybridFlow actor generation + training share of step time (colocated, 16-64 GPUs, mean)",
-            "source": "REFERENCE.md section 5 (HybridFlow)", "published": PUBLISHED_ACTOR_SHARE, "simulated": sim,
+            "source": "docs/sources.md §5 (HybridFlow)", "published": PUBLISHED_ACTOR_SHARE, "simulated": sim,
             "error_pct": 100.0 * (sim - PUBLISHED_ACTOR_SHARE) / PUBLISHED_ACTOR_SHARE}
 
 

@@ -2,7 +2,7 @@
 
 - `transition-cost` (F2): per-step train->generate transition time for 3D-HybridEngine,
   HybridFlow-V and naive (DeepSpeed-Chat) resharding on colocated GPUs, and a NIC broadcast to a
-  disaggregated rollout pool, for Llama 7B-70B on 16-128 A100s (HybridFlow's testbed, REFERENCE.md
+  disaggregated rollout pool, for Llama 7B-70B on 16-128 A100s (HybridFlow's testbed, docs/sources.md
   sections 4-5). Pure cost functions: no simulation needed.
 - `complexity` (F9): per strategy, the weight copies each GPU holds, the bytes moved per step to
   refresh the rollout weights, and the memory headroom the extra copies take.
@@ -25,7 +25,7 @@ from rlsim.model_shapes import ModelShape, resolve_preset
 
 MODELS = {"7b": 2, "13b": 4, "34b": 8, "70b": 8}  # model -> generation TP (HybridFlow-style choice)
 GPUS = (16, 32, 64, 128)
-TESTBED_NIC_GBIT = 25.0  # 200 Gb/s per 8-GPU node (REFERENCE.md section 5), as in scenarios/hybridflow/
+TESTBED_NIC_GBIT = 25.0  # 200 Gb/s per 8-GPU node (docs/sources.md §5), as in scenarios/hybridflow/
 
 
 def transition_table() -> pd.DataFrame:

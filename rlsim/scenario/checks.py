@@ -1,6 +1,6 @@
 """Semantic checks of a scenario that pydantic validated: references, parallelism, files, memory.
 
-These catch impossible configurations before anything is simulated (DESIGN.md, Bad input), each
+These catch impossible configurations before anything is simulated (docs/sources.md, Design notes: Bad input), each
 as a Problem at the dotted path the user has to change, with the numbers that make it impossible.
 
 Parallelism rule (kept simple on purpose): tensor parallelism stays inside a node, as every

@@ -1,4 +1,4 @@
-"""One clear line per problem: `file: dotted.path: what is wrong` (DESIGN.md, Bad input)."""
+"""One clear line per problem: `file: dotted.path: what is wrong` (docs/sources.md, Design notes: Bad input)."""
 
 from __future__ import annotations
 

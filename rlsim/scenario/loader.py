@@ -1,4 +1,4 @@
-"""Reading, overriding, validating and dumping scenarios (DESIGN.md, Outputs and Bad input).
+"""Reading, overriding, validating and dumping scenarios (docs/sources.md, Design notes: Outputs and Bad input).
 
 Every way a scenario can be wrong ends up as a `Problem(dotted.path, short message)` inside one
 `ScenarioError`, so the CLI prints one line per problem and exits 2, without a traceback. YAML is

@@ -556,7 +556,7 @@ class HybridFlowSpec(Strict):
     switch_overhead_s: float = Field(
         default=0.45, ge=0,
         description="Fixed colocated switch cost per step: engine wake-up/KV re-allocation and gc "
-        "(verl: ~450 ms = 150 ms load + 295 ms gc, REFERENCE.md section 4)",
+        "(verl: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
     )
     weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
     dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
@@ -732,7 +732,7 @@ def _knob_error(field: str, value, message: str):
 
 
 class RollSpec(Strict):
-    """ROLL's rollout scheduling (REFERENCE.md section 8) on a rollout pool of its own.
+    """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
     fractions allowed); a training batch takes only groups started at step >= current - ceil(alpha),

@@ -1,4 +1,4 @@
-"""ROLL's rollout scheduling (Alibaba ROLL, REFERENCE.md section 8).
+"""ROLL's rollout scheduling (Alibaba ROLL, docs/sources.md §8).
 
 Built on the fully asynchronous machinery (a rollout controller, a buffer of finished prompt groups,
 a trainer that pushes weights after each step), with ROLL's rules instead of AReaL's:

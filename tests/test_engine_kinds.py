@@ -1,0 +1,71 @@
+"""Engine kinds: each named kind's constants, and the published small-batch steps they were fitted to."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlsim.costs.engine_kinds import ENGINE_KINDS, engine_overheads
+from rlsim.costs.generation import decode_step_time
+from rlsim.hardware import load_profile
+from rlsim.model_shapes import ModelShape, resolve_preset
+from rlsim.scenario.loader import load_scenario
+from rlsim.simulate import simulate
+
+H100 = load_profile("h100-sxm")
+LLAMA3_8B = ModelShape(**resolve_preset("llama-3-8b"))
+
+
+def test_every_constant_of_every_kind_is_cited():
+    for kind in ENGINE_KINDS.values():
+        for field in ("step_overhead_ms", "allreduce_latency_us"):
+            assert field in kind.sources, (kind.name, field)
+        if kind.host_per_seq_us:
+            assert "host_per_seq_us" in kind.sources, kind.name
+        if kind.attention_eta_mem is not None:
+            assert "attention_eta_mem" in kind.sources, kind.name
+
+
+def test_generic_and_trtllm_use_the_profiles_calibrated_step():
+    for name in ("generic", "trtllm"):
+        o = engine_overheads(name, H100)
+        assert o.step_s == pytest.approx(H100.decode_fixed_overhead_s)
+        assert o.allreduce_latency_s is None
+
+
+def test_sglang_fit_reproduces_its_batch1_step_with_and_without_cuda_graphs():
+    """SGLang PR #1401 (docs/sources.md §9): 7.06 ms with CUDA graph, 9.28 ms without (both set constants)."""
+    graph = decode_step_time(LLAMA3_8B, H100, 1, 1, 512, overheads=engine_overheads("sglang-0.4", H100))
+    eager = decode_step_time(LLAMA3_8B, H100, 1, 1, 512,
+                             overheads=engine_overheads("sglang-0.4", H100, cuda_graphs=False))
+    assert graph == pytest.approx(7.06e-3, rel=0.01)
+    assert eager == pytest.approx(9.28e-3, rel=0.01)
+
+
+def test_vllm_06_fit_reproduces_lambdas_tpot():
+    o = engine_overheads("vllm-0.6", H100)
+    assert decode_step_time(LLAMA3_8B, H100, 1, 10, 10_000, overheads=o) == pytest.approx(7.50e-3, rel=0.01)
+
+
+def test_scenario_values_override_the_kind():
+    o = engine_overheads("vllm-0.3", H100, step_overhead_ms=1.0, host_per_seq_us=0.0, allreduce_latency_us=3.0)
+    assert (o.step_s, o.host_per_seq_s, o.allreduce_latency_s) == pytest.approx((1e-3, 0.0, 3e-6))
+
+
+def test_old_vllm_is_slower_per_sequence_than_a_modern_engine():
+    """The same batch generates slower on vllm-0.3 (Python scheduler per sequence) than on vllm-v1."""
+    times = {}
+    for kind in ("vllm-0.3", "vllm-v1"):
+        scn = load_scenario("scenarios/quickstart.yaml", [f"roles.rollout.engine.kind={kind}", "steps=1",
+                                                         "algorithm.prompts_per_step=32"])
+        times[kind] = simulate(scn).steps["timing_s/gen"].iloc[0]
+    assert times["vllm-0.3"] > 1.5 * times["vllm-v1"]
+
+
+def test_unknown_kind_is_a_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "rlsim.cli", "validate", "scenarios/quickstart.yaml", "--set",
+                           "roles.rollout.engine.kind=vllm-9"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "roles.rollout.engine.kind" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,45 @@
+"""`reproduce validation`: every predicted row pinned at its regression guard; fitted rows apart.
+
+The 15% target is what the project aims for; the guard is where each row stands today plus a margin,
+so any regression in a predicted number fails CI (README "Validation against published numbers").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rlsim.reproduce.validation import TARGET_PCT, validation_tables
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return validation_tables()
+
+
+def test_rows_are_marked_fitted_or_predicted(tables):
+    table, _ = tables
+    assert set(table["status"]) == {"fitted", "predicted"}
+    # Constants set from a published number are fitted: NIM (hardware), SGLang/vLLM steps (engine kinds),
+    # HybridFlow's 7B t_g cut (vLLM 0.3's host cost), verl's generate_async (response mean).
+    fitted = set(table.loc[table["status"] == "fitted", "name"])
+    assert any(n.startswith("NIM") for n in fitted)
+    assert any("t_g=2" in n for n in fitted)
+    assert any("generate_async" in n for n in fitted)
+    assert not any("(fitted)" in n for n in table["name"])
+
+
+def test_every_predicted_row_within_its_regression_guard(tables):
+    table, _ = tables
+    pred = table[table["status"] == "predicted"]
+    assert len(pred) >= 20
+    over = pred[pred["error_pct"].abs() > pred["regression_guard_pct"]]
+    assert over.empty, over[["name", "error_pct", "regression_guard_pct"]].to_string()
+    assert (pred["regression_guard_pct"] >= TARGET_PCT).all() or (pred["regression_guard_pct"] > 0).all()
+
+
+def test_bounds_are_scored_pass_fail(tables):
+    _, found = tables
+    bounds = found[found["name"].str.contains("weight sync|#2751|ROLL", regex=True)]
+    assert len(bounds) == 3
+    assert bounds["passed"].all()
+    assert found["passed"].map(lambda v: v in (True, False)).all()
