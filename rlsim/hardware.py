@@ -10,7 +10,6 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlsim.paths import shipped_dir
@@ -38,7 +37,7 @@ _NUMERIC_FIELDS = (
 class HardwareProfile(BaseModel):
     """One accelerator type. Bandwidths are per GPU and per direction."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN bandwidth poisons all
 
     name: str
     description: str = ""
@@ -134,9 +133,10 @@ def available_profiles(extra_dirs: tuple[Path, ...] = ()) -> list[str]:
 
 
 def load_profile_file(path: Path) -> HardwareProfile:
-    with open(path) as fh:
-        data = yaml.safe_load(fh)
-    return HardwareProfile.model_validate(data)
+    """A profile YAML, read with the scenario's limits (no FIFO, device or huge file; rlsim/yaml_input.py)."""
+    from rlsim.yaml_input import load_yaml_file
+
+    return HardwareProfile.model_validate(load_yaml_file(path))
 
 
 @cache

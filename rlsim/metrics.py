@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rlsim.engine.collector import CUMULATIVE, column_kind
 from rlsim.hardware import load_profile
 from rlsim.scenario.schema import Scenario
 
@@ -96,8 +97,9 @@ def summarize(
     if rollout_pool is not None and "actor" in scn.roles and scn.roles["actor"].pool != rollout_pool:
         summary["rollout_idle_ratio"] = idle_by_pool[rollout_pool]
     for key in ("samples/multi_version", "samples/dropped_stale"):
-        if key in measured:
-            summary[key.replace("/", "_")] = float(measured[key].iloc[-1] if "dropped" in key else measured[key].sum())
+        if key in measured:  # each column says once whether it is per step or a running total
+            column = measured[key]
+            summary[key.replace("/", "_")] = float(column.iloc[-1] if column_kind(key) == CUMULATIVE else column.sum())
     prices = pool_prices(scn)
     if all(p is not None for p in prices.values()):
         cost = sum(pool_gpus[p] * prices[p] for p in pool_gpus) * window / 3600.0

@@ -1,4 +1,9 @@
-"""`simulate(scenario) -> Result`: build the schedule, run the event loop, collect the tables."""
+"""`simulate(scenario) -> Result`: build the schedule, run the event loop, collect the tables.
+
+The data path: scenario (placement resolved once, `rlsim.scenario.placement`) -> schedule phases
+(`rlsim.schedules`) -> engines and cost functions -> run collector and GPU ledger on the environment
+-> `Result`. `Result` is built from the collector and the ledger alone, never from schedule internals.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +13,19 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from rlsim.engine.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
 from rlsim.engine.environment import SimEnvironment
 from rlsim.metrics import summarize
 from rlsim.scenario.schema import Scenario
 from rlsim.schedules import build_schedule
+from rlsim.schedules.base import SimulationStalled
 
-SAMPLE_COLUMNS = [
-    "sample_id", "step", "engine", "prompt_tokens", "response_tokens", "arrival_s", "admitted_s",
-    "finished_s", "preemptions", "oldest_version", "newest_version", "staleness",
-]
+__all__ = ["Result", "SimulationStalled", "simulate", "SAMPLE_COLUMNS"]
 
 
 @dataclass
 class Result:
-    scenario: Scenario
+    scenario: Scenario  # as resolved: the placement applied, the pools the summary and plots use
     summary: dict
     steps: pd.DataFrame
     timeline: pd.DataFrame
@@ -38,41 +42,23 @@ class Result:
         return self.steps[~self.steps["warmup"]]
 
 
-def _samples(requests) -> pd.DataFrame:
-    """One row per finished request (per-sample timing and policy versions: long tail, staleness)."""
-    rows = [
-        (
-            r.rid, r.meta.get("step"), r.engine, r.prompt_tokens, r.generated, r.arrival_s, r.admitted_s,
-            r.finished_s, r.preemptions, r.oldest_version, r.newest_version,
-            # trainer version when trained - oldest token version (NaN: generated, not trained)
-            r.meta["trained_version"] - r.oldest_version if "trained_version" in r.meta else float("nan"),
-        )
-        for r in requests
-    ]
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
-
-
-class _ProgressRows(list):
-    """The schedule's step rows, calling `progress(steps_done, total)` whenever a step is appended."""
-
-    def __init__(self, rows, progress: Callable[[int, int], None], total: int):
-        super().__init__(rows)
-        self._progress = progress
-        self._total = total
-
-    def append(self, row) -> None:
-        super().append(row)
-        self._progress(len(self), self._total)
-
-    def extend(self, rows) -> None:
-        super().extend(rows)
-        self._progress(len(self), self._total)
-
-
 def _engine_stats(engines) -> pd.DataFrame:
     rows = [(e.name, e.pool, t, b, kv, e.kv_capacity) for e in engines for (t, b, kv) in (e.stats or [])]
     columns = ["engine", "pool", "time_s", "running", "kv_tokens", "kv_capacity_tokens"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _resolved(scenario: Scenario) -> Scenario:
+    """A scenario built in Python rather than loaded: apply its placement here (load_scenario already did)."""
+    if scenario.schedule.kind == "generation-only" or scenario.schedule.placement == "custom":
+        return scenario
+    from rlsim.scenario.errors import ScenarioError
+    from rlsim.scenario.placement import resolve_scenario
+
+    resolved, problems = resolve_scenario(scenario)
+    if problems:
+        raise ScenarioError("<scenario>", problems)
+    return resolved
 
 
 def simulate(
@@ -81,62 +67,46 @@ def simulate(
     """Run one scenario. Same scenario and seed give identical results, bit for bit.
 
     `progress(steps_done, total_steps)` is called each time an RL step completes (for progress bars).
+    Raises SimulationStalled when no step can complete (the run would never end).
     """
     if seed is not None:
         scenario = scenario.model_copy(update={"seed": seed})
+    scenario = _resolved(scenario)
     wall0 = time.perf_counter()
     env = SimEnvironment(scenario.seed)
     schedule = build_schedule(scenario, env)
+    total = scenario.warmup_steps + scenario.steps
     if progress is not None:
-        schedule.step_rows = _ProgressRows(schedule.step_rows, progress, schedule.total_steps)
+        env.collector.on_step = lambda done: progress(done, total)
     done = env.process(schedule.run())
     env.run(until=done)
-    for engine in [*schedule.engines, *getattr(schedule, "judges", [])]:
+    collector: RunCollector = env.collector
+    for engine in collector.engines:
         engine.close()
-    steps = pd.DataFrame(schedule.step_rows)
+    return _result(scenario, env, collector, wall0)
+
+
+def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wall0: float) -> Result:
+    steps = pd.DataFrame(collector.step_rows)
     timeline = env.ledger.to_frame()
-    # Placement-resolved pools; per-sample staleness where the schedule tracks it.
-    summary = summarize(schedule.scenario, steps, timeline, schedule.staleness_values)
-    if hasattr(schedule, "token_accounting"):
-        summary.update(schedule.token_accounting())
-    elif hasattr(schedule, "outcome_counts"):
-        summary.update(schedule.outcome_counts())
+    summary = summarize(scenario, steps, timeline, collector.staleness_values())
+    summary.update(collector.token_totals)
+    summary.update(collector.outcome_counts())
+    samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
+    tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
+    trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
+    if trajs is not None:
+        summary.update(_waste(trajs, timeline))
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,
         "wall_time_s": time.perf_counter() - wall0,
         "simulated_time_s": env.now,
     }
-    frame = getattr(schedule, "sample_frame", None)
-    samples = frame() if frame is not None else _samples(getattr(schedule, "requests_done", []))
-    engines = [*schedule.engines, *getattr(schedule, "judges", [])]
-    tools = schedule.tools.stats_frame().reset_index() if getattr(schedule, "tools", None) else None
-    trajs = _trajectories(schedule)
-    if trajs is not None:
-        summary.update(_waste(trajs, timeline, summary))
-    return Result(scenario, summary, steps, timeline, _engine_stats(engines), meta, samples, tools, trajs)
+    return Result(scenario, summary, steps, timeline, _engine_stats(collector.engines), meta, samples, tools, trajs)
 
 
-def _trajectories(schedule) -> pd.DataFrame | None:
-    """One row per multi-turn trajectory: how far it got and how it ended."""
-    samples = getattr(schedule, "samples_all", None)
-    trajs = [s.trajectory for s in samples if s.trajectory is not None] if samples else list(
-        getattr(schedule, "trajectories", []) or []
-    )
-    if not trajs:
-        return None
-    fates = {s.trajectory.tid: (s.fate, s.reason) for s in samples or [] if s.trajectory is not None}
-    rows = []
-    for t in trajs:
-        fate, reason = fates.get(t.tid, (t.outcome, t.reason))
-        rows.append((t.tid, t.engine, t.turns, t.turns_planned, t.tool_calls, t.prompt_tokens, t.generated,
-                     t.observation_tokens, t.started_s, t.finished_s, fate or "aborted", reason or t.reason))
-    return pd.DataFrame(rows, columns=["trajectory", "engine", "turns", "turns_planned", "tool_calls",
-                                       "prompt_tokens", "generated_tokens", "observation_tokens", "started_s",
-                                       "finished_s", "outcome", "reason"])
-
-
-def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame, summary: dict) -> dict:
+def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame) -> dict:
     """GPU time spent on discarded work, attributed in proportion to the tokens each trajectory decoded."""
     gen = timeline[timeline["phase"] == "generate"]
     gen_gpu_s = float(((gen["end_s"] - gen["start_s"]) * gen["gpus"]).sum())
@@ -144,4 +114,3 @@ def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame, summary: dict) -> dict:
     wasted = float(trajs.loc[trajs["outcome"].isin(["aborted", "failed", "dropped"]), "generated_tokens"].sum())
     share = wasted / decoded if decoded else 0.0
     return {"wasted_generation_fraction": share, "wasted_generation_gpu_s": share * gen_gpu_s}
-

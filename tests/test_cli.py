@@ -25,7 +25,7 @@ def test_validate_ok():
 def test_validate_shows_where_each_role_runs():
     """ROLL's device mapping: the judge on GPUs 12-15 takes turns only with the roles that share them."""
     from rlsim.scenario.loader import load_scenario
-    from rlsim.schedules.placement import placement_rows
+    from rlsim.scenario.placement import placement_rows
 
     path = QUICKSTART.parent / "roll" / "rlvr-qwen2.5-7b-judge.yaml"
     rows = {r["role"]: r for r in placement_rows(load_scenario(path))}

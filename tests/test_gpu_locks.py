@@ -122,7 +122,7 @@ def test_any_device_mapping_keeps_gpus_exclusive(rollout_gpus, judge_gpus, scori
 
 def test_a_placement_shortcut_decides_the_gpus_itself():
     """`colocate` puts every role on all GPUs: a role's own gpus/gpu_offset do not survive the rewrite."""
-    from rlsim.schedules.placement import resolve_placement
+    from rlsim.scenario.placement import resolve_placement
 
     data = judge_scenario(placement="colocate", judge_scoring="batch")
     placement, problems = resolve_placement(parse_scenario(data, source="t"))

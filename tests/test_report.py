@@ -18,7 +18,6 @@ from matplotlib.figure import Figure  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from rlsim.cli import app  # noqa: E402
-from rlsim.report.commands import LazyProgress  # noqa: E402
 from rlsim.report.compare import RunSummary, compare_chart, comparison_table, unique_labels  # noqa: E402
 from rlsim.report.output import CONTRACT_FILES, load_run, summary_rows, write_results  # noqa: E402
 from rlsim.report.plots import (  # noqa: E402
@@ -184,13 +183,6 @@ def test_progress_callback_called_per_step():
     calls = []
     simulate(parse_scenario(TINY), progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 3), (2, 3), (3, 3)]
-
-
-def test_lazy_progress_silent_for_short_runs():
-    with LazyProgress("x", delay_s=60) as bar:
-        for i in range(3):
-            bar(i + 1, 3)
-    assert not bar.shown
 
 
 # ---------------------------------------------------------------- results folder

@@ -1,7 +1,7 @@
 """The simulation environment: a SimPy Environment that also carries the run's shared state.
 
 SimPy keeps all time on the Environment; rlsim keeps the rest of a run's state there too (its one
-random generator, the GPU ledger, the current RL step and policy version), so that two runs never
+random generator, the GPU ledger, the run collector, the current RL step and policy version), so that two runs never
 share anything and a run is reproducible from its seed alone.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
+from rlsim.engine.collector import RunCollector
 from rlsim.engine.ledger import GpuLedger
 
 
@@ -18,9 +19,16 @@ class SimEnvironment(simpy.Environment):
         super().__init__()
         self.rng = np.random.default_rng(seed)
         self.ledger = GpuLedger()
+        self.collector = RunCollector()  # what the schedule reports: step rows, samples, trajectories
         self.rl_step = 0  # RL step the schedule is working on (labels timeline rows)
         self.policy_version = 0  # version of the weights the trainer holds
         self.events_processed = 0
+        self._request_ids = 0
+
+    def next_request_id(self) -> int:
+        """Request ids: one counter per run, shared by every schedule and trajectory."""
+        self._request_ids += 1
+        return self._request_ids
 
     def step(self) -> None:
         """Process one event (counted: meta.json reports how many a run took)."""

@@ -10,11 +10,17 @@ import math
 import platform
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from rlsim import __version__
+from rlsim.report.formats import show
+from rlsim.report.uncertainty import flat_metrics
 from rlsim.scenario.loader import dump_scenario
-from rlsim.simulate import Result
+
+if TYPE_CHECKING:
+    from rlsim.simulate import Result
 
 CONTRACT_FILES = ["scenario.resolved.yaml", "summary.json", "steps.csv", "timeline.csv", "trace.json"]
 
@@ -148,10 +154,6 @@ def load_run(folder: Path):
     return summary, tables
 
 
-def _seconds(x: float) -> str:
-    return f"{x:,.0f} s" if x >= 100 else f"{x:.2f} s"
-
-
 def phase_means(steps: pd.DataFrame) -> dict[str, float]:
     """Mean of each verl timing column (timing_s/gen, ...) over measured steps."""
     measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
@@ -159,45 +161,62 @@ def phase_means(steps: pd.DataFrame) -> dict[str, float]:
     return {c.removeprefix("timing_s/"): float(measured[c].fillna(0.0).mean()) for c in cols}
 
 
-def summary_rows(result: Result) -> list[tuple[str, str]]:
-    """Human-readable (metric, value) rows for the terminal."""
-    s = full_summary(result)
+def run_metrics(result: Result) -> dict[str, float]:
+    """The run's numeric summary, flattened (`idle_fraction_by_pool/<pool>`), plus `timing_s/<phase>` means."""
+    flat = flat_metrics(full_summary(result))
+    flat.update({f"timing_s/{k}": v for k, v in phase_means(result.steps).items()})
+    return flat
+
+
+def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tuple[str, str]]:
+    """Human-readable (metric, value) rows for the terminal.
+
+    `stats` (uncertainty.mean_interval over seed replicates, indexed by run_metrics keys) replaces
+    each value by the replicates' mean and adds its 95% interval.
+    """
+    values = run_metrics(result)
+    ci: dict[str, float] = {}
+    if stats is not None:
+        values.update(stats["mean"].dropna().to_dict())
+        ci = stats["ci95"].dropna().to_dict()
+
+    def val(key: str, suffix: str = "") -> str:
+        return show(key, values.get(key), ci.get(key)) + suffix
+
     scn = result.scenario
     pools = scn.cluster.pools
     hw = ", ".join(f"{p.gpus}x {p.hardware}" for p in pools.values())
     warm = f" (+{scn.warmup_steps} warm-up)" if scn.warmup_steps else ""
+    seeds = f", mean ± 95% interval over {int(stats['n'].max())} seeds" if stats is not None else ""
     rows = [
-        ("scenario", f"{scn.name} ({scn.schedule.kind})"),
-        ("GPUs", f"{s['num_gpus']}: {hw}"),
-        ("measured steps", f"{s['steps']}{warm}"),
-        ("step time (mean)", _seconds(s["step_time_s"])),
+        ("scenario", f"{scn.name} ({scn.schedule.kind}{seeds})"),
+        ("GPUs", f"{values['num_gpus']:.0f}: {hw}"),
+        ("measured steps", f"{values['steps']:.0f}{warm}"),
+        ("step time (mean)", val("step_time_s")),
     ]
-    for phase, mean in phase_means(result.steps).items():
-        share = f" ({mean / s['step_time_s']:.0%})" if s["step_time_s"] else ""
-        rows.append((f"  {phase}", _seconds(mean) + share))
+    step = values.get("step_time_s") or 0.0
+    for phase in [k.removeprefix("timing_s/") for k in values if k.startswith("timing_s/")]:
+        mean = values[f"timing_s/{phase}"]
+        rows.append((f"  {phase}", val(f"timing_s/{phase}", f" ({mean / step:.0%})" if step else "")))
     rows += [
-        ("throughput", f"{s['throughput_tokens_per_s']:,.0f} tok/s"),
-        ("  per GPU", f"{s['throughput_tokens_per_s_per_gpu']:,.1f} tok/s"),
-        ("samples/s", f"{s['samples_per_s']:.2f}"),
-        ("mean response", f"{s['response_length_mean']:,.0f} tokens"),
-        ("GPU idle (cluster)", f"{s['gpu_idle_fraction']:.1%}"),
+        ("throughput", val("throughput_tokens_per_s", " tok/s")),
+        ("  per GPU", val("throughput_tokens_per_s_per_gpu", " tok/s")),
+        ("samples/s", val("samples_per_s")),
+        ("mean response", val("response_length_mean", " tokens")),
+        ("GPU idle (cluster)", val("gpu_idle_fraction")),
     ]
-    for pool, idle in s["idle_fraction_by_pool"].items():
-        rows.append(
-            (
-                f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}",
-                f"{idle:.1%}",
-            )
-        )
-    for phase, frac in s["busy_fraction_by_phase"].items():
-        rows.append((f"  busy: {phase}", f"{frac:.1%}"))
-    rows.append(("staleness mean / max", f"{s['staleness_mean']:.2f} / {s['staleness_max']:.0f}"))
-    rows.append(("GPU-hours", f"{s['gpu_hours']:,.2f}"))
-    if s.get("cost_usd") is not None:
-        rows.append(("cost", f"${s['cost_usd']:,.2f}"))
-        if "cost_per_step_usd" in s:
-            rows.append(("  per step", f"${s['cost_per_step_usd']:,.3f}"))
-        rows.append(("  per million tokens", f"${s['cost_per_million_tokens_usd']:,.3f}"))
+    for key in [k for k in values if k.startswith("idle_fraction_by_pool/")]:
+        pool = key.removeprefix("idle_fraction_by_pool/")
+        rows.append((f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}", val(key)))
+    for key in [k for k in values if k.startswith("busy_fraction_by_phase/")]:
+        rows.append((f"  busy: {key.removeprefix('busy_fraction_by_phase/')}", val(key)))
+    rows.append(("staleness mean / max", f"{val('staleness_mean')} / {val('staleness_max')}"))
+    rows.append(("GPU-hours", val("gpu_hours")))
+    if values.get("cost_usd") is not None:
+        rows.append(("cost", val("cost_usd")))
+        if "cost_per_step_usd" in values:
+            rows.append(("  per step", val("cost_per_step_usd")))
+        rows.append(("  per million tokens", val("cost_per_million_tokens_usd")))
     else:
         rows.append(("cost", "n/a (set price_usd_per_gpu_hour on every pool)"))
     m = result.meta

@@ -44,11 +44,17 @@ def check_scenario(scn: Scenario) -> list[Problem]:
         max_tokens = prompt_max + response_max if prompt_max and response_max else None
     _check_environments(scn, problems)
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
-    if not problems and scn.schedule.kind in ("hybridflow", "one-step-off", "fully-async", "roll"):
-        from rlsim.schedules.placement import hybridflow_problems  # schedules import the scenario package
-
-        problems.extend(hybridflow_problems(scn, max_tokens or 0))
     return problems
+
+
+def max_sequence_tokens(scn: Scenario) -> int:
+    """The longest prompt + response the workload can produce (0 when a bound is unknown)."""
+    scratch: list[Problem] = []
+    if scn.workload.length_trace is not None:
+        return _check_trace(scn.workload.length_trace.path, scratch)[2] or 0
+    prompt_max = _check_length("workload.prompt_length", scn.workload.prompt_length, scratch)
+    response_max = _check_length("workload.response_length", scn.workload.response_length, scratch)
+    return prompt_max + response_max if prompt_max and response_max else 0
 
 
 # ---------------------------------------------------------------- pools and roles

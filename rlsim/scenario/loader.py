@@ -2,7 +2,8 @@
 
 Every way a scenario can be wrong ends up as a `Problem(dotted.path, short message)` inside one
 `ScenarioError`, so the CLI prints one line per problem and exits 2, without a traceback. YAML is
-read with `yaml.safe_load` only: nothing in a scenario is ever constructed or evaluated.
+read with `yaml.safe_load` semantics only, within limits (rlsim/yaml_input.py): nothing in a scenario
+is ever constructed or evaluated.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rlsim.model_shapes import preset_names
-from rlsim.scenario.checks import check_scenario
 from rlsim.scenario.errors import Problem, ScenarioError
+from rlsim.scenario.placement import resolve_scenario
 from rlsim.scenario.schema import Scenario
+from rlsim.yaml_input import YamlInputError, parse_yaml, read_text_bounded
 
 Loc = tuple[str | int, ...]
 
@@ -47,7 +49,8 @@ def parse_scenario(
     """Validate an already-parsed scenario mapping; raise ScenarioError listing every problem.
 
     Order: overrides (syntax problems are collected, the rest still applied), then pydantic
-    validation, then the semantic checks of `check_scenario` (only on a scenario that validated).
+    validation, then the semantic checks (only on a scenario that validated); returns the scenario with
+    its placement resolved (`rlsim.scenario.placement.resolve_scenario`).
     """
     if not isinstance(data, Mapping):
         raise ScenarioError(source, [Problem("", f"expected a mapping at the top level, got {_show(data)}")])
@@ -59,7 +62,8 @@ def parse_scenario(
     except ValidationError as exc:
         problems += validation_problems(exc, data, anchors)
         raise ScenarioError(source, _dedupe(problems)) from None
-    problems += check_scenario(scenario)
+    scenario, checked = resolve_scenario(scenario)  # semantic checks, then the placement applied once
+    problems += checked
     if problems:
         raise ScenarioError(source, _dedupe(problems))
     return scenario
@@ -84,25 +88,20 @@ def dump_scenario(scenario: Scenario) -> str:
 
 
 def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file with safe_load; any failure becomes a ScenarioError naming line and column.
+    """Parse a YAML file with safe_load semantics; any failure becomes a ScenarioError with one line.
 
-    Duplicate keys are refused: YAML keeps the last one silently, which hides typos as well as an
-    unknown key would.
+    The file is read once, bounded (rlsim/yaml_input.py: size, aliases, nesting, integer limits; no
+    FIFO or device). Duplicate keys are refused: YAML keeps the last one silently, which hides typos
+    as well as an unknown key would.
     """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data, node = parse_yaml(read_text_bounded(path))
     except FileNotFoundError:
         raise ScenarioError(source, [Problem("", "file not found")]) from None
-    except IsADirectoryError:
-        raise ScenarioError(source, [Problem("", "is a directory, expected a YAML file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(source, [Problem("", f"cannot read file: {exc}")]) from None
-    try:
-        data = yaml.safe_load(text)
-        duplicates = _duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise ScenarioError(source, [Problem("", _yaml_error_message(exc))]) from None
+    except YamlInputError as exc:
+        raise ScenarioError(source, [Problem("", exc.message)]) from None
+    duplicates = _duplicate_keys(node)
     if duplicates:
         raise ScenarioError(source, duplicates)
     if data is None:
@@ -115,20 +114,16 @@ def read_yaml(path: str | Path) -> Any:
 # ---------------------------------------------------------------- YAML helpers
 
 
-def _yaml_error_message(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    what = getattr(exc, "problem", None) or str(exc)
-    context = getattr(exc, "context", None)
-    if context:
-        what = f"{what} ({context})"
-    if mark is None:
-        return f"invalid YAML: {what}"
-    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}"
+def _duplicate_keys(node: yaml.Node | None, loc: Loc = (), seen_nodes: set[int] | None = None) -> list[Problem]:
+    """Walk the composed node tree (no object is constructed) looking for repeated mapping keys.
 
-
-def _duplicate_keys(node: yaml.Node | None, loc: Loc = ()) -> list[Problem]:
-    """Walk the composed node tree (no object is constructed) looking for repeated mapping keys."""
+    A node reached again through an alias is walked once: its problems are reported where it is defined.
+    """
     problems: list[Problem] = []
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:
+        return problems
+    seen_nodes.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -139,10 +134,10 @@ def _duplicate_keys(node: yaml.Node | None, loc: Loc = ()) -> list[Problem]:
                 problems.append(Problem(format_loc((*loc, key)), f"duplicate key ({where})"))
             else:
                 seen[key] = line
-            problems += _duplicate_keys(value_node, (*loc, key))
+            problems += _duplicate_keys(value_node, (*loc, key), seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            problems += _duplicate_keys(item, (*loc, i))
+            problems += _duplicate_keys(item, (*loc, i), seen_nodes)
     return problems
 
 
@@ -177,9 +172,9 @@ def _apply_overrides(
         parts = [p.strip() for p in parts]
         try:
             # As in Hydra, `key=` sets an empty string; `key=null` sets null.
-            value = yaml.safe_load(raw_value) if raw_value.strip() else ""
-        except yaml.YAMLError as exc:
-            problems.append(_override_problem(override, f"cannot parse value: {_yaml_error_message(exc)}"))
+            value = parse_yaml(raw_value)[0] if raw_value.strip() else ""
+        except YamlInputError as exc:
+            problems.append(_override_problem(override, f"cannot parse value: {exc.message}"))
             continue
         problem, anchor = _set_path(data, parts, value)
         if problem:
@@ -368,6 +363,8 @@ def _message(err: Mapping[str, Any]) -> str:
         return "unknown key"
     if kind == "missing":
         return "required"
+    if kind == "finite_number":
+        return f"must be a finite number, got {got}"
     if kind in _COMPARISONS:
         bound = next(iter(ctx.values()), "?")
         return f"must be {_COMPARISONS[kind]} {_num(bound)}, got {got}"

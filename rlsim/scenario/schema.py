@@ -7,16 +7,32 @@ mirror verl / vLLM / ROLL / AReaL where those systems have one (`gpu_memory_util
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlsim.model_shapes import ModelShape, resolve_preset
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are errors; every float is finite (NaN or inf would run, then poison every result)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# Sane upper bounds: far above any published RL run, low enough that a typo (1e5 nodes, 1e9 epochs)
+# is refused with the bound instead of running for days or overflowing a counter.
+MAX_NODES = 4096  # 32,768 GPUs at 8 per node
+MAX_GPUS_PER_NODE = 72  # an NVL72 rack
+MAX_TOKENS = 10_000_000  # any length, context or token budget
+MAX_STEPS = 100_000  # RL steps (measured or warm-up)
+MAX_EPOCHS = 64  # PPO epochs / mini-batches per step
+MAX_PROMPTS_PER_STEP = 1_000_000
+MAX_SAMPLES_PER_PROMPT = 4096
+MAX_TURNS = 128  # agent turns per trajectory (README: up to 128)
+MAX_SIGMA = 10.0  # std-dev of a log-length or log-latency: e^10 is a factor of 22,000 already
 
 
 # ---------------------------------------------------------------- cluster
@@ -65,8 +81,8 @@ class PoolSpec(Strict):
     """A homogeneous group of nodes; heterogeneous clusters are several pools."""
 
     hardware: str = Field(description="Hardware profile name (see `rlsim profiles`) or path to a YAML")
-    nodes: int = Field(default=1, gt=0)
-    gpus_per_node: int = Field(default=8, gt=0)
+    nodes: int = Field(default=1, gt=0, le=MAX_NODES)
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Overrides the profile's")
     nic_gbit_per_s: float | None = Field(
         default=None, gt=0, description="Inter-node bandwidth per GPU of this cluster, overriding the profile's"
@@ -136,6 +152,8 @@ class ClusterSpec(Strict):
 class ModelSpec(ModelShape):
     """A model shape; `preset: qwen2.5-7b` fills every dimension, explicit keys override."""
 
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
     @model_validator(mode="before")
     @classmethod
     def _apply_preset(cls, data):
@@ -146,6 +164,16 @@ class ModelSpec(ModelShape):
                 raise ValueError(exc.args[0]) from None
             return {**base, **data}
         return data
+
+    @model_validator(mode="after")
+    def _head_dim(self) -> ModelSpec:
+        """hidden // heads is the head size unless head_dim is given: it must not round to 0."""
+        if self.head_dim is None and self.hidden < self.heads:
+            raise ValueError(
+                f"hidden ({self.hidden}) must be >= heads ({self.heads}): the head size is hidden // heads "
+                "(or give head_dim)"
+            )
+        return self
 
 
 # ---------------------------------------------------------------- roles
@@ -167,8 +195,10 @@ class EngineSpec(Strict):
     gpu_memory_utilization: float = Field(
         default=0.5, gt=0, le=1, description="Fraction of total GPU memory the engine may use (verl default 0.5)"
     )
-    max_num_seqs: int = Field(default=256, gt=0, description="Maximum running sequences per engine")
-    max_num_batched_tokens: int = Field(default=8192, gt=0, description="Prefill tokens per engine step")
+    max_num_seqs: int = Field(default=256, gt=0, le=MAX_TOKENS, description="Maximum running sequences per engine")
+    max_num_batched_tokens: int = Field(
+        default=8192, gt=0, le=MAX_TOKENS, description="Prefill tokens per engine step"
+    )
     chunked_prefill: bool = Field(default=False, description="Piggyback prefill chunks on decode steps")
     enable_prefix_caching: bool = Field(default=True, description="Keep finished turns' KV for the next turn")
     activation_reserve_gb: float = Field(
@@ -210,7 +240,8 @@ class TrainSpec(Strict):
     """How a model role trains and runs forward passes (verl actor/critic/ref knob names)."""
 
     ppo_max_token_len_per_gpu: int = Field(
-        default=16384, gt=0, description="Dynamic-batching token budget of one micro-batch per GPU (verl)"
+        default=16384, gt=0, le=MAX_TOKENS,
+        description="Dynamic-batching token budget of one micro-batch per GPU (verl)",
     )
     balance_batch: bool = Field(
         default=True, description="Equalise tokens across DP ranks (verl trainer.balance_batch)"
@@ -265,10 +296,14 @@ class RoleSpec(Strict):
 
 class AlgorithmSpec(Strict):
     kind: Literal["generate", "ppo", "grpo", "dapo", "remax", "rloo"] = "grpo"
-    prompts_per_step: int = Field(default=512, gt=0, description="verl data.train_batch_size")
-    samples_per_prompt: int = Field(default=1, gt=0, description="verl actor_rollout_ref.rollout.n")
-    mini_batches: int = Field(default=1, gt=0, description="Optimizer updates per epoch")
-    epochs: int = Field(default=1, gt=0, description="PPO epochs over each batch")
+    prompts_per_step: int = Field(
+        default=512, gt=0, le=MAX_PROMPTS_PER_STEP, description="verl data.train_batch_size"
+    )
+    samples_per_prompt: int = Field(
+        default=1, gt=0, le=MAX_SAMPLES_PER_PROMPT, description="verl actor_rollout_ref.rollout.n"
+    )
+    mini_batches: int = Field(default=1, gt=0, le=MAX_EPOCHS, description="Optimizer updates per epoch")
+    epochs: int = Field(default=1, gt=0, le=MAX_EPOCHS, description="PPO epochs over each batch")
     rule_reward_s_per_sample: float = Field(
         default=0.002, ge=0,
         description="CPU seconds of a rule-based reward per sample, used when there is no reward role (assumed)",
@@ -293,13 +328,13 @@ class AlgorithmSpec(Strict):
 
 class FixedLength(Strict):
     kind: Literal["fixed"]
-    value: int = Field(gt=0)
+    value: int = Field(gt=0, le=MAX_TOKENS)
 
 
 class UniformLength(Strict):
     kind: Literal["uniform"]
-    min: int = Field(gt=0)
-    max: int = Field(gt=0)
+    min: int = Field(gt=0, le=MAX_TOKENS)
+    max: int = Field(gt=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _order(self) -> UniformLength:
@@ -312,10 +347,14 @@ class LengthStage(Strict):
     """From `from_step` on, a lognormal's mean (and cap) change: one stage of a context-length schedule."""
 
     from_step: int = Field(ge=0, description="First RL step (async: policy version) of the stage")
-    mean: float = Field(gt=0, description="Mean length (tokens) at from_step")
-    to_mean: float | None = Field(default=None, gt=0, description="Mean (tokens) reached linearly after `steps`, held")
+    mean: float = Field(gt=0, le=MAX_TOKENS, description="Mean length (tokens) at from_step")
+    to_mean: float | None = Field(
+        default=None, gt=0, le=MAX_TOKENS, description="Mean (tokens) reached linearly after `steps`, held"
+    )
     steps: int | None = Field(default=None, gt=0, description="Length of the linear ramp to to_mean (steps)")
-    max: int | None = Field(default=None, gt=0, description="Cap (max_tokens) in this stage; null: the lognormal's max")
+    max: int | None = Field(
+        default=None, gt=0, le=MAX_TOKENS, description="Cap (max_tokens) in this stage; null: the lognormal's max"
+    )
 
     @model_validator(mode="after")
     def _ramp(self) -> LengthStage:
@@ -331,10 +370,10 @@ class LognormalLength(Strict):
     """
 
     kind: Literal["lognormal"]
-    mean: float = Field(gt=0)
-    sigma: float = Field(gt=0, description="Std-dev of log(length): the tail weight")
-    min: int = Field(default=1, gt=0)
-    max: int = Field(gt=0, description="Truncation (generation max_tokens)")
+    mean: float = Field(gt=0, le=MAX_TOKENS)
+    sigma: float = Field(gt=0, le=MAX_SIGMA, description="Std-dev of log(length): the tail weight")
+    min: int = Field(default=1, gt=0, le=MAX_TOKENS)
+    max: int = Field(gt=0, le=MAX_TOKENS, description="Truncation (generation max_tokens)")
     truncated_fraction: float | None = Field(
         default=None, ge=0, lt=1,
         description="Share of lengths exactly at max (hit max_tokens); the rest is drawn below max. Null: clip at max",
@@ -381,7 +420,7 @@ class EmpiricalLength(Strict):
     kind: Literal["empirical"]
     path: str
     column: str = "length"
-    max: int | None = Field(default=None, gt=0)
+    max: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
 
 
 LengthDistribution = Annotated[
@@ -434,7 +473,7 @@ class LognormalSeconds(Strict):
 
     kind: Literal["lognormal"]
     median: float = Field(gt=0)
-    sigma: float = Field(ge=0)
+    sigma: float = Field(ge=0, le=MAX_SIGMA)
     max: float | None = Field(default=None, gt=0)
 
 
@@ -486,7 +525,9 @@ class AgentSpec(Strict):
     turns: LengthDistribution = Field(description="Generation turns per trajectory (up to 128)")
     tokens_per_turn: LengthDistribution = Field(description="Tokens generated per turn")
     tool_mix: dict[str, float] = Field(description="Probability of each tool after a turn (normalised)")
-    max_context_tokens: int = Field(default=32768, gt=0, description="The trajectory ends when its context is full")
+    max_context_tokens: int = Field(
+        default=32768, gt=0, le=MAX_TOKENS, description="The trajectory ends when its context is full"
+    )
 
 
 class WorkloadSpec(Strict):
@@ -785,11 +826,16 @@ ScheduleSpec = Annotated[
 
 
 class Scenario(Strict):
-    name: str = "scenario"
+    name: str = Field(
+        default="scenario",
+        description="Names the results folder runs/<name>: letters, digits, space, '.', '_', '+', '-'",
+    )
     description: str = ""
-    seed: int = Field(default=0, ge=0)
-    steps: int = Field(default=3, gt=0, description="Measured RL steps")
-    warmup_steps: int = Field(default=0, ge=0, description="Steps simulated but left out of the summary")
+    seed: int = Field(default=0, ge=0, lt=2**63)
+    steps: int = Field(default=3, gt=0, le=MAX_STEPS, description="Measured RL steps")
+    warmup_steps: int = Field(
+        default=0, ge=0, le=MAX_STEPS, description="Steps simulated but left out of the summary"
+    )
     cluster: ClusterSpec
     models: dict[str, ModelSpec] = Field(min_length=1)
     roles: dict[RoleName, RoleSpec] = Field(min_length=1)
@@ -797,6 +843,17 @@ class Scenario(Strict):
     workload: WorkloadSpec
     environments: EnvironmentsSpec = Field(default_factory=EnvironmentsSpec)
     schedule: ScheduleSpec
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        """The name becomes a folder under runs/: no separator or leading dot may take it elsewhere."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._+-]{0,99}", name):
+            raise ValueError(
+                f"must be a plain name of 1 to 100 letters, digits, spaces, '.', '_', '+' or '-', starting with a "
+                f"letter or digit (it names the folder runs/<name>), got {name[:60]!r}"
+            )
+        return name
 
     def role_gpus(self, name: str) -> int:
         """GPUs a role uses: its `gpus`, or its whole pool."""
@@ -807,6 +864,15 @@ class Scenario(Strict):
         """The pool GPUs [start, stop) a role holds."""
         start = self.roles[name].gpu_offset
         return start, start + self.role_gpus(name)
+
+    def gpu_runs(self, pool: str) -> list[tuple[int, int]]:
+        """The pool's GPUs cut at every role's first and one-past-last GPU: runs the same roles hold."""
+        edges = {0, self.cluster.pools[pool].gpus}
+        for role, spec in self.roles.items():
+            if spec.pool == pool:
+                edges.update(self.role_gpu_range(role))
+        ordered = sorted(edges)
+        return list(zip(ordered, ordered[1:], strict=False))
 
     def roles_share_gpus(self, a: str, b: str) -> bool:
         """Whether two roles hold a common GPU (then they time-share it; a hybrid engine for actor and rollout)."""

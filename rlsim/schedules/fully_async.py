@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from rlsim.costs.batching import train_pass_time
+from rlsim.costs.training import train_pass_time
 from rlsim.engine.fleet import role_hardware
 from rlsim.engine.request import Request
+from rlsim.schedules.base import StepOutcome
 from rlsim.schedules.rl_base import RLSchedule
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import sample_lengths
@@ -100,7 +101,6 @@ class FullyAsyncSchedule(RLSchedule):
         self._rollout_wake = None
         self._trainer_wake = None
         self._next_gid = 0
-        self._next_rid = 0
         self._live: dict[Request, Sample] = {}
         self.dropped_stale = 0
         self.tokens_discarded = 0
@@ -168,12 +168,13 @@ class FullyAsyncSchedule(RLSchedule):
             for turns in sample_lengths(agent.turns, size, env.rng):
                 s = Sample(len(self.samples_all), g, prompt, 0)
                 self.samples_all.append(s)
+                self.collector.sample_started(s.sid, None, prompt, env.now)
                 g.samples.append(s)
                 s.trajectory = Trajectory(s.sid, prompt, int(turns))
                 engine = self._least_loaded()
                 self._pinned[engine.name] += 1
                 proc = env.process(run_trajectory(env, engine, self.tools, agent, s.trajectory,
-                                                  self.next_rid, on_request=self._track_turn))
+                                                  self.next_request_id, on_request=self._track_turn))
                 proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
             self.running_groups += 1
             return
@@ -181,6 +182,7 @@ class FullyAsyncSchedule(RLSchedule):
         for p, r in zip(prompts, responses, strict=True):
             s = Sample(len(self.samples_all), g, int(p), int(r))
             self.samples_all.append(s)
+            self.collector.sample_started(s.sid, None, s.prompt_tokens, env.now)
             g.samples.append(s)
             self._submit(s)
         g.pending = len(g.samples)
@@ -196,6 +198,7 @@ class FullyAsyncSchedule(RLSchedule):
             return
         s.outcome = s.fate = "aborted"
         s.reason = why
+        self.collector.sample_discarded(s.sid, f"aborted: {why}")
         if s.trajectory is not None:
             s.trajectory.cancelled = True
         req = s.request
@@ -224,13 +227,13 @@ class FullyAsyncSchedule(RLSchedule):
             s.reason = t.reason
         if s.outcome != "completed":
             self.tokens_discarded += t.generated  # failed or aborted: its decoding is wasted
+            self.collector.sample_discarded(s.sid, f"{s.outcome}: {s.reason}")
         self._sample_finished(s)
 
     def _submit(self, s: Sample) -> None:
         """Send a sample's remaining work to the least-loaded engine (continuing from its partial output)."""
-        req = Request(self._next_rid, s.prompt_tokens, s.response_tokens - s.generated, prefix_tokens=s.generated,
-                      meta={"group": s.group.gid})
-        self._next_rid += 1
+        req = Request(self.next_request_id(), s.prompt_tokens, s.response_tokens - s.generated,
+                      prefix_tokens=s.generated, meta={"group": s.group.gid})
         s.request = req
         self._live[req] = s
         self._least_loaded().submit(req)
@@ -242,7 +245,6 @@ class FullyAsyncSchedule(RLSchedule):
         if s is None or req.aborted:
             return  # an aborted request: the weight update resubmits or discards its sample
         self._absorb(s, req)
-        self.requests_done.append(req)
         self._sample_finished(s)
 
     def _sample_finished(self, s: Sample) -> None:
@@ -255,6 +257,8 @@ class FullyAsyncSchedule(RLSchedule):
         s.finished = True
         if s.fate is None:
             s.fate = s.outcome
+        if s.request is not None:
+            self.collector.sample_finished(s.sid, s.request, s.generated + s.observation_tokens, s.version_tokens)
         g = s.group
         g.pending -= 1
         if not g.closed and not g.closing and self._group_ready(g):
@@ -285,6 +289,14 @@ class FullyAsyncSchedule(RLSchedule):
             self.buffer.append(g)
             self._wake("_trainer_wake")
             self._wake("_rollout_wake")
+
+    def discard_group(self, g: Group, reason: str) -> None:
+        """The one group-discard routine: its finished samples are dropped, their tokens counted as waste."""
+        for s in g.samples:
+            if s.fate == "completed":
+                s.fate, s.reason = "dropped", reason
+                self.tokens_discarded += s.generated
+                self.collector.sample_discarded(s.sid, reason)
 
     @staticmethod
     def _absorb(s: Sample, req: Request) -> None:
@@ -392,10 +404,7 @@ class FullyAsyncSchedule(RLSchedule):
                 if stale > self.eta:
                     g.taken_s = self.env.now
                     self.dropped_stale += len(g.samples)
-                    self.tokens_discarded += sum(s.generated for s in g.samples if s.fate == "completed")
-                    for s in g.samples:
-                        if s.fate == "completed":
-                            s.fate, s.reason = "dropped", "stale"
+                    self.discard_group(g, "stale")
                     self.accepted_groups -= 1  # a rejected group frees its admission slot (AReaL)
                 else:
                     keep.append(g)
@@ -432,83 +441,65 @@ class FullyAsyncSchedule(RLSchedule):
             grad_bytes=t.grad_comm_bytes_per_param,
         )
 
-    def run(self):
-        env = self.env
+    def before_steps(self):
         for e in self.engines:
             e.weight_version = 0
-        env.process(self.rollout_loop())
-        for step in range(self.total_steps):
-            env.rl_step = step
-            start = env.now
-            self._preemptions = 0
-            while (batch := self._take_batch()) is None:
-                self._trainer_wake = env.event()
-                yield self._trainer_wake
-                self._trainer_wake = None
-            timing = {"timing_s/wait_rollout": env.now - start}
-            self._last_drain_s = None
-            samples = [s for g in batch for s in g.samples if s.outcome == "completed"]
-            prompt = np.array([s.prompt_tokens for s in samples])
-            generated = np.array([s.generated for s in samples])
-            response = generated + np.array([s.observation_tokens for s in samples])
-            version = env.policy_version
-            stale = np.array([version - s.oldest_version for s in samples])
-            for s in samples:
-                s.trained_step, s.trained_version = step, version
-            self.multi_version += sum(len(s.version_tokens) > 1 for s in samples)
-            # Rewards were computed per sample during rollout (rule workers or the judge engines).
-            skip = ("reward",) if self.spec.recompute_logprob else ("reward", "old_log_prob")
-            yield from self.train_batch(prompt + response, timing, skip=skip)
-            env.policy_version += 1
-            if (step + 1) % self.sync_every == 0:
-                timing["timing_s/sync_rollout_weights"] = yield from self._update_weights()
-                if self._last_drain_s is not None:
-                    timing["timing_s/drain_rollout"] = self._last_drain_s  # part of the sync
-            self.trained_tokens += int(generated.sum())
-            self.staleness_values.extend(stale.tolist())
-            row = self._row(step, start, timing, prompt, response)
-            row.update({
-                "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
-                "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
-                "samples/multi_version": int(sum(len(s.version_tokens) > 1 for s in samples)),
-                "samples/dropped_stale": self.dropped_stale,
-                "trainer/prompt_groups": len(batch),
-                "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
-                "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - start, 1e-12),
-                "preemptions": sum(e.preemptions for e in self.engines),
-            })
-            self.step_rows.append(row)
+        self.env.process(self.rollout_loop())
+        self._preempted = 0
+        yield from ()
+
+    def run_step(self, step: int):
+        env = self.env
+        start = env.now
+        while (batch := self._take_batch()) is None:
+            self._trainer_wake = env.event()
+            yield self._trainer_wake
+            self._trainer_wake = None
+        timing = {"timing_s/wait_rollout": env.now - start}
+        self._last_drain_s = None
+        samples = [s for g in batch for s in g.samples if s.outcome == "completed"]
+        prompt = np.array([s.prompt_tokens for s in samples])
+        generated = np.array([s.generated for s in samples])
+        response = generated + np.array([s.observation_tokens for s in samples])
+        version = env.policy_version
+        stale = np.array([version - s.oldest_version for s in samples])
+        for s in samples:
+            s.trained_step, s.trained_version = step, version
+            self.collector.sample_trained(s.sid, step, version)
+        self.multi_version += sum(len(s.version_tokens) > 1 for s in samples)
+        # Rewards were computed per sample during rollout (rule workers or the judge engines).
+        skip = ("reward",) if self.spec.recompute_logprob else ("reward", "old_log_prob")
+        yield from self.train_batch(prompt + response, timing, skip=skip)
+        env.policy_version += 1
+        if (step + 1) % self.sync_every == 0:
+            timing["timing_s/sync_rollout_weights"] = yield from self._update_weights()
+            if self._last_drain_s is not None:
+                timing["timing_s/drain_rollout"] = self._last_drain_s  # part of the sync
+        self.trained_tokens += int(generated.sum())
+        preempted = sum(e.preemptions for e in self.engines)
+        self._preemptions, self._preempted = preempted - self._preempted, preempted
+        return StepOutcome(timing, prompt, response, {
+            "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
+            "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
+            "samples/multi_version": int(sum(len(s.version_tokens) > 1 for s in samples)),
+            "samples/dropped_stale": self.dropped_stale,
+            "trainer/prompt_groups": len(batch),
+            "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
+            "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - start, 1e-12),
+        })
+
+    def after_steps(self):
+        """What the run leaves unfinished is accounted for, not lost."""
         self.stopping = True
         self._wake("_rollout_wake")
-        for s in self.samples_all:  # what the run leaves unfinished is accounted for, not lost
+        for s in self.samples_all:
             if s.fate is None:
                 s.fate, s.reason = "aborted", "in flight at end of run"
-
-    def sample_frame(self):
-        """One row per sample (a trajectory may span several aborted-and-resumed requests)."""
-        import pandas as pd
-
-        from rlsim.simulate import SAMPLE_COLUMNS
-
-        rows = []
-        for s in self.samples_all:
-            r = s.request
-            trained = s.trained_version is not None
-            rows.append((
-                s.sid, s.trained_step, r.engine if r else None, s.prompt_tokens, s.generated,
-                s.group.started_s, r.admitted_s if r else None, r.finished_s if r else None,
-                r.preemptions if r else 0, min(s.version_tokens) if s.version_tokens else None,
-                max(s.version_tokens) if s.version_tokens else None,
-                s.trained_version - s.oldest_version if trained else float("nan"),
-            ))
-        return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
-
-    def outcome_counts(self) -> dict:
-        """Every launched trajectory ends in exactly one outcome: completed, failed, aborted or dropped."""
-        counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
-        for s in self.samples_all:
-            counts[s.fate or "aborted"] += 1
-        return {f"trajectories_{k}": v for k, v in counts.items()} | {"trajectories_launched": len(self.samples_all)}
+            if s.trajectory is not None:
+                self.collector.trajectory(s.trajectory, s.fate, s.reason)
+        totals = self.token_accounting()
+        self.collector.tokens(totals["tokens_generated"], totals["tokens_trained"], totals["tokens_discarded"])
+        yield from ()
 
     def token_accounting(self) -> dict:
         """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""
@@ -516,4 +507,4 @@ class FullyAsyncSchedule(RLSchedule):
         trained = self.trained_tokens
         in_flight = generated - trained - self.tokens_discarded
         return {"tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": self.tokens_discarded,
-                "tokens_in_flight": in_flight} | self.outcome_counts()
+                "tokens_in_flight": in_flight}

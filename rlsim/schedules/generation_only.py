@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rlsim.engine.fleet import build_engines, register_pools
 from rlsim.engine.request import Request
-from rlsim.schedules.base import Schedule
+from rlsim.schedules.base import Schedule, StepOutcome
 from rlsim.schedules.dispatch import assign_engines
 from rlsim.workload import LengthSampler
 
@@ -21,24 +21,20 @@ class GenerationOnlySchedule(Schedule):
         self.engines = build_engines(scenario, env, "rollout")
         self.lengths = LengthSampler(scenario.workload, env.rng)
 
-    def run(self):
+    def run_step(self, step: int):
         env, scn = self.env, self.scenario
         algo = scn.algorithm
-        rid = 0
-        for step in range(self.total_steps):
-            env.rl_step = step
-            start = env.now
-            prompt_len, response_len = self.lengths(algo.prompts_per_step, algo.samples_per_prompt, step)
-            where = assign_engines(scn.schedule.dispatch, prompt_len, len(self.engines))
-            reqs = []
-            for i in range(algo.samples_per_step):
-                req = Request(rid, int(prompt_len[i]), int(response_len[i]), meta={"step": step})
-                rid += 1
-                self.engines[where[i]].submit(req)
-                reqs.append(req)
-            yield env.all_of([r.done for r in reqs])
-            self.requests_done.extend(reqs)
-            timing = {"timing_s/gen": env.now - start}
-            self.step_rows.append(
-                self.step_row(step, start, timing, prompt_len, response_len, sum(r.preemptions for r in reqs))
-            )
+        start = env.now
+        prompt_len, response_len = self.lengths(algo.prompts_per_step, algo.samples_per_prompt, step)
+        where = assign_engines(scn.schedule.dispatch, prompt_len, len(self.engines))
+        reqs = []
+        for i in range(algo.samples_per_step):
+            req = Request(self.next_request_id(), int(prompt_len[i]), int(response_len[i]))
+            self.collector.sample_started(req.rid, step, req.prompt_tokens, env.now)
+            self.engines[where[i]].submit(req)
+            reqs.append(req)
+        yield env.all_of([r.done for r in reqs])
+        for req in reqs:
+            self.collector.sample_finished(req.rid, req)
+        self._preemptions = sum(r.preemptions for r in reqs)
+        return StepOutcome({"timing_s/gen": env.now - start}, prompt_len, response_len)

@@ -17,23 +17,13 @@ from rlsim.scenario.schema import Scenario
 Segment = tuple[str, int, int]  # (pool, first GPU, one past the last)
 
 
-def gpu_runs(scenario: Scenario, pool: str) -> list[tuple[int, int]]:
-    """The pool's GPUs cut at every role's first and one-past-last GPU: runs the same roles hold."""
-    edges = {0, scenario.cluster.pools[pool].gpus}
-    for role, spec in scenario.roles.items():
-        if spec.pool == pool:
-            edges.update(scenario.role_gpu_range(role))
-    ordered = sorted(edges)
-    return list(zip(ordered, ordered[1:], strict=False))
-
-
 class GpuLocks:
     def __init__(self, env: simpy.Environment, scenario: Scenario):
         self.scenario = scenario
         self.segments: dict[str, list[Segment]] = {}
         self._locks: dict[Segment, simpy.Resource] = {}
         for pool in scenario.cluster.pools:
-            self.segments[pool] = [(pool, a, b) for a, b in gpu_runs(scenario, pool)]
+            self.segments[pool] = [(pool, a, b) for a, b in scenario.gpu_runs(pool)]
             for seg in self.segments[pool]:
                 self._locks[seg] = simpy.Resource(env, capacity=1)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlsim.schedules.base import StepOutcome
 from rlsim.schedules.rl_base import RLSchedule
 
 
 class HybridFlowSchedule(RLSchedule):
-    def _rollout(self, timing: dict, rid: int):
+    def _rollout(self, timing: dict):
         """Weights to the engines, then generation (ReMax adds a greedy baseline pass)."""
         env, scn = self.env, self.scenario
         locks = self.gpu_locks
@@ -41,7 +42,7 @@ class HybridFlowSchedule(RLSchedule):
         algo = scn.algorithm
         scoring: list = []
         on_done = self._score_on_finish(scoring) if self.sample_judging else None
-        prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt, rid, on_done)
+        prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt, on_done)
         self.batch_requests = self.last_batch
         timing["timing_s/gen"] = env.now - gen_start
         if self.sample_judging:  # the responses that finished last are still being judged
@@ -51,7 +52,7 @@ class HybridFlowSchedule(RLSchedule):
             locks.release(judging)
         if algo.kind == "remax":
             base_start = env.now
-            yield from self._generate(algo.prompts_per_step, 1, rid + len(prompt))
+            yield from self._generate(algo.prompts_per_step, 1)
             timing["timing_s/gen_max"] = env.now - base_start
         if self.hybrid:
             back = env.now
@@ -78,18 +79,10 @@ class HybridFlowSchedule(RLSchedule):
 
         return score
 
-    def run(self):
-        env = self.env
-        rid = 0
-        for step in range(self.total_steps):
-            env.rl_step = step
-            start = env.now
-            timing: dict[str, float] = {}
-            self._preemptions = 0
-            prompt, response = yield from self._rollout(timing, rid)
-            rid += 2 * len(prompt)
-            yield from self.train_batch(prompt + response, timing, skip=("reward",) if self.sample_judging else ())
-            self.mark_trained(self.batch_requests)
-            env.policy_version += 1
-            self.step_rows.append(self._row(step, start, timing, prompt, response))
-
+    def run_step(self, step: int):
+        timing: dict[str, float] = {}
+        prompt, response = yield from self._rollout(timing)
+        yield from self.train_batch(prompt + response, timing, skip=("reward",) if self.sample_judging else ())
+        self.mark_trained(self.batch_requests)
+        self.env.policy_version += 1
+        return StepOutcome(timing, prompt, response)

@@ -8,42 +8,38 @@ and every trained sample is exactly one version stale (the first batch: zero).
 
 from __future__ import annotations
 
+from rlsim.schedules.base import StepOutcome
 from rlsim.schedules.rl_base import RLSchedule
 
 
 class OneStepOffSchedule(RLSchedule):
-    def _launch(self, rid: int):
+    def _launch(self):
         env = self.env
         algo = self.scenario.algorithm
         for e in self.engines:
             e.weight_version = env.policy_version
-        return env.process(self._timed_generate(algo.prompts_per_step, algo.samples_per_prompt, rid))
+        return env.process(self._timed_generate(algo.prompts_per_step, algo.samples_per_prompt))
 
-    def _timed_generate(self, prompts: int, n: int, rid: int):
+    def _timed_generate(self, prompts: int, n: int):
         start = self.env.now
-        prompt, response = yield from self._generate(prompts, n, rid)
+        prompt, response = yield from self._generate(prompts, n)
         return prompt, response, self.env.now - start, self.last_batch
 
-    def run(self):
+    def before_steps(self):
+        self.pending = self._launch()
+        yield from ()
+
+    def run_step(self, step: int):
         env = self.env
-        rid = 0
-        pending = self._launch(rid)
-        for step in range(self.total_steps):
-            env.rl_step = step
-            start = env.now
-            self._preemptions = 0
-            prompt, response, gen_time, batch_requests = yield pending
-            timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
-            batch_version = self.engines[0].weight_version
-            rid += len(prompt)
-            timing["timing_s/sync_rollout_weights"] = yield from self.broadcast_weights()
-            if step + 1 < self.total_steps:
-                pending = self._launch(rid)
-            yield from self.train_batch(prompt + response, timing)
-            self.mark_trained(batch_requests)
-            staleness = env.policy_version - batch_version
-            env.policy_version += 1
-            row = self._row(step, start, timing, prompt, response)
-            row.update({"staleness/mean": float(staleness), "staleness/max": staleness})
-            self.staleness_values.extend([staleness] * len(prompt))
-            self.step_rows.append(row)
+        start = env.now
+        prompt, response, gen_time, batch_requests = yield self.pending
+        timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
+        batch_version = self.engines[0].weight_version
+        timing["timing_s/sync_rollout_weights"] = yield from self.broadcast_weights()
+        if step + 1 < self.total_steps:
+            self.pending = self._launch()
+        yield from self.train_batch(prompt + response, timing)
+        self.mark_trained(batch_requests)
+        staleness = env.policy_version - batch_version
+        env.policy_version += 1
+        return StepOutcome(timing, prompt, response, {"staleness/mean": float(staleness), "staleness/max": staleness})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlsim.costs.batching import forward_pass_time, train_pass_time
+from rlsim.costs.training import forward_pass_time, train_pass_time
 from rlsim.costs.offload import offload_time
 from rlsim.costs.resharding import reshard_time, weight_broadcast_time
 from rlsim.engine.fleet import build_engines, register_pools, role_hardware
@@ -17,7 +17,6 @@ from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
 from rlsim.schedules.gpu_locks import GpuLocks
-from rlsim.schedules.placement import resolve_placement
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import LengthSampler, sample_lengths
 
@@ -30,10 +29,7 @@ class RLSchedule(Schedule):
     """Base of the RL schedules: pools, engines, GPU-segment locks, GPU groups per model role."""
 
     def __init__(self, scenario, env):
-        placement, problems = resolve_placement(scenario)
-        if placement is None:  # validation reports these first; kept for API users who skip it
-            raise ValueError("; ".join(p.message for p in problems))
-        super().__init__(placement.scenario, env)
+        super().__init__(scenario, env)  # placement already resolved (rlsim.scenario.placement)
         scn = self.scenario
         register_pools(scn, env)
         self.engines = build_engines(scn, env, "rollout")
@@ -45,10 +41,7 @@ class RLSchedule(Schedule):
                 env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
         self.hybrid = scn.roles_share_gpus("rollout", "actor")
         self.lengths = LengthSampler(scn.workload, env.rng)
-        self._preemptions = 0
-        self._rid = 10**9  # multi-turn requests: ids apart from single-turn ones
         self.trajectories: list[Trajectory] = []
-        self.tools = None
         if scn.environments.tools:
             from rlsim.engine.tools import ToolRunner
 
@@ -66,7 +59,7 @@ class RLSchedule(Schedule):
         out = self.scenario.algorithm.judge_output_tokens
         reqs = []
         for n in seq_lens:
-            req = Request(self.next_rid(), int(n), out, meta={"judge": True})
+            req = Request(self.next_request_id(), int(n), out, meta={"judge": True})
             min(self.judges, key=lambda e: (e.load, e.name)).submit(req)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
@@ -153,19 +146,6 @@ class RLSchedule(Schedule):
             t.balance_batch,
         )
 
-    def outcome_counts(self) -> dict:
-        """Multi-turn runs: how every launched trajectory ended (completed, failed, aborted, dropped)."""
-        if not self.trajectories:
-            return {}
-        counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
-        for t in self.trajectories:
-            counts[t.outcome or "aborted"] += 1
-        return {f"trajectories_{k}": v for k, v in counts.items()} | {"trajectories_launched": len(self.trajectories)}
-
-    def next_rid(self) -> int:
-        self._rid += 1
-        return self._rid
-
     def _generate_agentic(self, n_prompts: int, samples_per_prompt: int):
         """Multi-turn trajectories, each sticky to one engine; returns (prompt, trained tokens - prompt)."""
         scn, env = self.scenario, self.env
@@ -177,7 +157,7 @@ class RLSchedule(Schedule):
         for i in range(len(prompt)):
             t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
             trajs.append(t)
-            procs.append(env.process(run_trajectory(env, self.engines[where[i]], self.tools, agent, t, self.next_rid)))
+            procs.append(env.process(run_trajectory(env, self.engines[where[i]], self.tools, agent, t, self.next_request_id)))
         yield env.all_of(procs)
         self.trajectories.extend(trajs)
         done = [t for t in trajs if t.outcome == "completed"]
@@ -186,7 +166,7 @@ class RLSchedule(Schedule):
         rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
         return prompt, rest
 
-    def _generate(self, n_prompts: int, samples_per_prompt: int, first_rid: int, on_done=None):
+    def _generate(self, n_prompts: int, samples_per_prompt: int, on_done=None):
         """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays.
 
         `on_done(event)` is called as each request finishes (sample-level work such as judging).
@@ -198,13 +178,15 @@ class RLSchedule(Schedule):
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         reqs = []
         for i in range(len(prompt)):
-            req = Request(first_rid + i, int(prompt[i]), int(response[i]), meta={"step": env.rl_step})
+            req = Request(self.next_request_id(), int(prompt[i]), int(response[i]))
+            self.collector.sample_started(req.rid, env.rl_step, req.prompt_tokens, env.now)
             done = self.engines[where[i]].submit(req)
             if on_done is not None:
                 done.callbacks.append(on_done)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
-        self.requests_done.extend(reqs)
+        for req in reqs:
+            self.collector.sample_finished(req.rid, req)
         self.last_batch = reqs
         self._preemptions += sum(r.preemptions for r in reqs)
         return prompt, response
@@ -245,9 +227,15 @@ class RLSchedule(Schedule):
         timing["timing_s/reward"] = self.env.now - start
 
     def mark_trained(self, requests) -> None:
-        """Record the trainer version each request's sample is trained at (per-sample staleness)."""
+        """Report the trainer version each request's sample is trained at (per-sample staleness)."""
         for r in requests:
-            r.meta["trained_version"] = self.env.policy_version
+            self.collector.sample_trained(r.rid, self.env.rl_step, self.env.policy_version)
+
+    def after_steps(self):
+        """Multi-turn runs: how every launched trajectory ended."""
+        for t in self.trajectories:
+            self.collector.trajectory(t)
+        yield from ()
 
     def train_batch(self, seq_lens: np.ndarray, timing: dict, skip: tuple[str, ...] = ()):
         """verl's trainer side of a step: forward phases (concurrent across pools), then the updates."""
@@ -268,6 +256,3 @@ class RLSchedule(Schedule):
             env.process(self._pass(ph, role, seq_lens, timing)) for ph, role in UPDATE_PHASES if role in scn.roles
         ]
         yield env.all_of(updates)
-
-    def _row(self, step, start, timing, prompt, response) -> dict:
-        return self.step_row(step, start, timing, prompt, response, self._preemptions)

@@ -64,10 +64,7 @@ class RollSchedule(FullyAsyncSchedule):
             g.finished_s = self.env.now
             self.running_groups -= 1
             self.filtered_groups += 1
-            for s in g.samples:
-                if s.fate == "completed":
-                    s.fate, s.reason = "dropped", "filtered: all rewards equal"
-                    self.tokens_discarded += s.generated
+            self.discard_group(g, "filtered: all rewards equal")
             self._wake("_rollout_wake")  # a replacement group may start
             return
         super()._group_complete(g)
@@ -79,10 +76,7 @@ class RollSchedule(FullyAsyncSchedule):
             if g.start_version < oldest_ok:
                 self.expired_groups += 1
                 self.accepted_groups -= 1
-                for s in g.samples:
-                    if s.fate == "completed":
-                        s.fate, s.reason = "dropped", "expired"
-                        self.tokens_discarded += s.generated
+                self.discard_group(g, "expired")
             else:
                 kept.append(g)
         if len(kept) < len(self.buffer):
@@ -101,4 +95,5 @@ class RollSchedule(FullyAsyncSchedule):
                         s.fate, s.reason = "aborted", "redundant"
                         self.tokens_discarded += s.generated
                         s.outcome = "aborted"
+                        self.collector.sample_discarded(s.sid, "redundant")
         return batch

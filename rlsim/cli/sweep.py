@@ -1,4 +1,4 @@
-"""`rlsim sweep` and `rlsim plot-sweep`, registered on the app at the end of rlsim/cli.py.
+"""`rlsim sweep` and `rlsim plot-sweep`: run a grid of scenario variants, plot its results.
 
 Exit codes: 0 every point ran; 1 some points failed (error rows) or a worker died (re-run to
 finish); 2 bad input (one line per problem, nothing run); 130 Ctrl-C (re-run to finish).
@@ -6,15 +6,14 @@ finish); 2 bad input (one line per problem, nothing run); 130 Ctrl-C (re-run to 
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 from rich import box
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,10 +25,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from rlsim.cli.common import QuietOption, console, err, fail, resolve_scenario_path
 from rlsim.scenario.errors import ScenarioError
 
-console = Console()
-err = Console(stderr=True)
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUMMARY_COLUMNS = {  # headline metrics of the end-of-sweep table, with short headers
     "step_time_s": "step s",
@@ -51,12 +51,6 @@ class Better(StrEnum):
     auto = "auto"
     higher = "higher"
     lower = "lower"
-
-
-def _fail(lines: list[str], code: int = 2) -> None:
-    for line in lines:
-        err.print(line, markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 class RichProgress:
@@ -93,7 +87,7 @@ class RichProgress:
 
 
 def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
         return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
@@ -131,7 +125,7 @@ def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     return table
 
 
-def sweep_command(
+def sweep(
     target: Annotated[
         str, typer.Argument(help="Scenario YAML (or a shipped scenario's name), or a sweep YAML")
     ],
@@ -162,40 +156,41 @@ def sweep_command(
         list[str] | None,
         typer.Option("--set", "-s", help="Fixed override for every point: dotted.path=value"),
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar (on a terminal)")] = True,
+    quiet: QuietOption = False,
 ) -> None:
     """Simulate a grid of scenario variants; resumable: re-running a sweep only runs what is missing."""
-    from rlsim.cli import resolve_scenario_path
+    from rlsim.cli.progress import wants_progress
     from rlsim.sweep.grid import plan_sweep
     from rlsim.sweep.runner import SweepInterrupted, run_sweep
 
     if workers is not None and workers < 1:
-        _fail([f"--workers: expected an integer >= 1, got {workers}"])
+        fail([f"--workers: expected an integer >= 1, got {workers}"])
     try:
         plan = plan_sweep(resolve_scenario_path(target), grid or [], zip_ or [], seeds, set_ or [])
     except ScenarioError as exc:
-        _fail(exc.lines())
+        fail(exc.lines())
     out_dir = out or Path("runs") / f"{plan.name}-sweep"
     where = "" if backend is BackendName.serial else f", {workers or 'all'} workers"
     console.print(
         f"sweep {plan.name}: {len(plan.points)} points, backend {backend.value}{where} -> {out_dir}/",
         highlight=False,
     )
-    bar = RichProgress(enabled=progress)
+    bar = RichProgress(enabled=progress and wants_progress(quiet))
     try:
         outcome = run_sweep(plan, out_dir, backend.value, workers, ray_address, progress=bar)
     except KeyboardInterrupt:
         bar.stop()
-        _fail(
+        fail(
             [f"interrupted: the finished points are stored in {out_dir}/; re-run the same command to finish"],
-            130,
+            code=130,
         )
     except SweepInterrupted as exc:
         bar.stop()
-        _fail([f"{out_dir}: {exc}"], 1)
+        fail([f"{out_dir}: {exc}"], code=1)
     except ScenarioError as exc:  # e.g. --backend ray without Ray installed
         bar.stop()
-        _fail(exc.lines())
+        fail(exc.lines())
     bar.stop()
     console.print(results_table(outcome.table, plan.spec.params, f"rlsim sweep: {plan.name}"))
     console.print(
@@ -210,7 +205,7 @@ def sweep_command(
         raise typer.Exit(1)
 
 
-def plot_sweep_command(
+def plot_sweep(
     directory: Annotated[Path, typer.Argument(help="A sweep's result folder (holds results.csv)")],
     x: Annotated[str, typer.Option(help="Column on the x axis (a swept key or a metric)")],
     y: Annotated[str, typer.Option(help="Metric on the y axis")],
@@ -232,15 +227,15 @@ def plot_sweep_command(
     try:
         df = load_results(directory)
     except (OSError, ValueError) as exc:
-        _fail([f"{directory}: cannot read results.csv ({exc.__class__.__name__}: {exc})"])
+        fail([f"{directory}: cannot read results.csv ({exc.__class__.__name__}: {exc})"])
     missing = [c for c in (x, y, hue) if c is not None and c not in df.columns]
     if missing:
-        _fail(
+        fail(
             [f"{directory}: no column {c!r} in results.csv" for c in missing]
             + [f"{directory}: columns are {', '.join(df.columns)}"]
         )
     if kind not in ("line", "scatter"):
-        _fail([f"--kind: must be line or scatter, got {kind!r}"])
+        fail([f"--kind: must be line or scatter, got {kind!r}"])
     if not pareto:
         fig = plot_sweep(df, x, y, hue=hue, kind=kind)
     else:

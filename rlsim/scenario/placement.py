@@ -1,5 +1,9 @@
 """Placements: which roles share which GPUs (verl resource pools), and whether they fit in memory.
 
+Placement is a scenario transform, applied once when a scenario is loaded (`resolve_scenario`):
+checks, schedules, results and plots all see the one resolved scenario, whose placement is
+`custom` (resolving it again changes nothing).
+
 A placement shortcut (`colocate`, `split`, `standalone`) rewrites the scenario: the hardware pool
 is carved into resource pools, one per colocated set, and each role moves to its set's pool with
 all of its GPUs. `custom` keeps the roles' own pools. Roles on one pool time-share it; roles on
@@ -12,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlsim.costs.resharding import reshard_redundant_bytes_per_gpu
-from rlsim.scenario.checks import role_forward_memory, role_training_memory
+from rlsim.scenario.checks import check_scenario, max_sequence_tokens, role_forward_memory, role_training_memory
 from rlsim.scenario.errors import Problem
 from rlsim.scenario.schema import Scenario
-from rlsim.schedules.gpu_locks import gpu_runs
 
 COLOCATED_SETS = {
     "colocate": [["actor", "rollout", "reference", "critic", "reward"]],
@@ -37,6 +40,25 @@ def _base_pool(scn: Scenario) -> str:
     if spec.pool is not None:
         return spec.pool
     return next(iter(scn.cluster.pools))
+
+
+RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll")
+
+
+def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
+    """Check a validated scenario and apply its placement: (the resolved scenario, problems).
+
+    The one place a placement shortcut is turned into pools and role GPU ranges; with problems the
+    scenario is returned unchanged.
+    """
+    problems = check_scenario(scn)
+    if problems or scn.schedule.kind not in RL_SCHEDULES:
+        return scn, problems
+    problems = hybridflow_problems(scn, max_sequence_tokens(scn))
+    if problems:
+        return scn, problems
+    placement, problems = resolve_placement(scn)
+    return (placement.scenario if placement is not None else scn), problems
 
 
 def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
@@ -245,18 +267,17 @@ def placement_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
                             f"(reward GPUs {rs.role_gpu_range('reward')} and rollout GPUs "
                             f"{rs.role_gpu_range('rollout')} of pool {reward.pool!r} overlap)")]
     if scn.schedule.placement != "custom":
-        from rlsim.scenario.checks import check_scenario
-
         # Roles moved to carved pools: re-check parallelism and memory there, naming the shortcut.
         shortcut = scn.schedule.placement
-        return [Problem(p.path, f"with placement {shortcut!r}: {p.message}") for p in check_scenario(rs)]
+        again = check_scenario(rs) or placement_problems(rs, max_seq_tokens)  # rs is custom: one level deep
+        return [Problem(p.path, f"with placement {shortcut!r}: {p.message}") for p in again]
     for pool_name, roles in placement.sets.items():
         pool = rs.cluster.pools[pool_name]
         if all(rs.role_gpu_range(r) == (0, pool.gpus) for r in roles):
             groups = [(roles, pool.gpus, f"pool {pool_name!r} ({pool.gpus} x {pool.hardware})")]
         else:  # roles on parts of the pool: each run of GPUs the same roles hold is checked on its own
             groups = []
-            for start, stop in gpu_runs(rs, pool_name):
+            for start, stop in rs.gpu_runs(pool_name):
                 held = [r for r in roles if _covers(rs.role_gpu_range(r), start, stop)]
                 if held:
                     groups.append((held, None, f"pool {pool_name!r} GPUs {start}..{stop - 1} ({pool.hardware})"))

@@ -1,0 +1,124 @@
+"""`rlsim plot`, `rlsim compare`, `rlsim report`: figures, side-by-side tables and a shareable HTML file.
+
+The CLI runs the simulations; rlsim/report/ only turns results and DataFrames into tables and figures.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rlsim.cli.common import QuietOption, console, fail, load
+from rlsim.cli.reproduce import FigureFormat
+
+
+class PlotKind(StrEnum):
+    gantt = "gantt"
+    breakdown = "breakdown"
+    idle = "idle"
+    staleness = "staleness"
+    tail = "tail"
+    engines = "engines"
+    all = "all"
+
+
+def plot(
+    run_dir: Annotated[Path, typer.Argument(help="Results folder written by `rlsim run` (has summary.json)")],
+    kind: Annotated[PlotKind, typer.Option("--kind", "-k", help="Which plot")] = PlotKind.all,
+    fmt: Annotated[FigureFormat, typer.Option("--format", "-f", help="Image format")] = FigureFormat.png,
+    out: Annotated[Path | None, typer.Option(help="Folder for the images (default: RUN_DIR)")] = None,
+) -> None:
+    """Draw plots from a results folder: Gantt, step breakdown, idle, staleness, long tail, engines."""
+    from rlsim.report.output import load_run
+    from rlsim.report.plots import save_plots
+
+    try:
+        _, tables = load_run(run_dir)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        fail([f"{exc}"])
+    kinds = None if kind is PlotKind.all else [kind.value]
+    for path in save_plots(tables, out or run_dir, kinds, fmt.value):
+        console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def _load_or_run(item: str, overrides: list[str] | None, seed: int | None, bar):
+    """A results folder (with summary.json) is read; anything else is a scenario to simulate."""
+    from rlsim.cli.progress import simulate_with_progress
+    from rlsim.report.compare import RunSummary
+    from rlsim.report.output import load_run
+
+    path = Path(item)
+    if path.is_dir():
+        summary, tables = load_run(path)
+        return RunSummary(tables.name or path.name, summary, tables.steps, str(path)), None
+    scn = load(item, overrides)
+    result = simulate_with_progress(scn, seed=seed, bar=bar)
+    return RunSummary(scn.name, result.summary, result.steps, item), result
+
+
+def compare(
+    inputs: Annotated[list[str], typer.Argument(help="Scenario YAMLs (or shipped names) and/or results folders")],
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", "-s", help="Override applied to every scenario: dotted.path=value (repeatable)"
+    )] = None,
+    seed: Annotated[int | None, typer.Option(help="Override every scenario's seed")] = None,
+    out: Annotated[Path, typer.Option(help="Folder for compare.csv, compare.png and each run's results")] = Path(
+        "runs/compare"
+    ),
+    plots: Annotated[bool, typer.Option(help="Write compare.png")] = True,
+    quiet: QuietOption = False,
+) -> None:
+    """Run (or load) several scenarios and show them side by side: throughput, step time, idle, cost."""
+    import matplotlib.pyplot as plt
+    from rich.table import Table
+
+    from rlsim.cli.progress import LazyBar, wants_progress
+    from rlsim.report.compare import compare_chart, comparison_table, display_label, format_value, unique_labels
+    from rlsim.report.output import write_results
+
+    runs, results = [], []
+    with LazyBar(enabled=wants_progress(quiet)) as bar:
+        for item in inputs:
+            try:
+                run, result = _load_or_run(item, set_, seed, bar)
+            except (FileNotFoundError, ValueError) as exc:
+                fail([f"{item}: {exc}"])
+            runs.append(run)
+            results.append(result)
+    fallbacks = [f"{Path(i).name}/" if Path(i).is_dir() else Path(i).name for i in inputs]
+    labels = unique_labels([r.label for r in runs], fallbacks)
+    for run, label in zip(runs, labels, strict=True):
+        run.label = label
+    out.mkdir(parents=True, exist_ok=True)
+    for run, result in zip(runs, results, strict=True):
+        if result is not None:  # keep each simulated run, so `rlsim plot` works on it later
+            write_results(result, out / _safe(run.label), plots=False)
+
+    table = comparison_table(runs)
+    table.to_csv(out / "compare.csv")
+    view = Table(title="rlsim compare")
+    view.add_column("metric", style="bold", no_wrap=True)
+    for label in table.index:
+        view.add_column(label, justify="right", overflow="fold")
+    for col in table.columns:
+        label = display_label(col)
+        view.add_row(
+            label, *(format_value(col, v) for v in table[col]), style="dim" if label[0] == " " else None
+        )
+    console.print(view)
+    written = [out / "compare.csv"]
+    if plots:
+        fig = compare_chart(table)
+        fig.savefig(out / "compare.png", dpi=110)
+        plt.close(fig)
+        written.append(out / "compare.png")
+    console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+
+
+def _safe(label: str) -> str:
+    """A folder name from a run label."""
+    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in label).strip("_")
+    return keep or "run"
