@@ -10,6 +10,9 @@ end of the last step, warm-up steps excluded):
 - gpu_idle_fraction: 1 - busy GPU-seconds / (num_gpus x window), whole cluster; a GPU no role uses
   is idle all the time. idle_fraction_by_pool: the same per pool.
 - busy_fraction_by_phase: GPU-seconds per phase / (num_gpus x window); sums to 1 - gpu_idle_fraction.
+- critical_path_share_by_phase: share of the window's wall time attributed to one phase per instant
+  (trainer phases first, then sync/switch, then generation; `idle` when no GPU works); sums to 1.
+  Per-step `timing_s/*` columns overlap in asynchronous schedules; this share never does.
 - staleness_mean / staleness_max: over trained samples, trainer version - oldest policy version of
   the sample's tokens (0 for synchronous schedules).
 - gpu_hours, cost_usd, cost_per_million_tokens_usd: where every pool has a price per GPU-hour.
@@ -36,6 +39,39 @@ def clip_to_window(timeline: pd.DataFrame, t0: float, t1: float) -> pd.DataFrame
     out = timeline.assign(start_s=start, end_s=end)
     out["gpu_seconds"] = (out["end_s"] - out["start_s"]) * out["gpus"]
     return out[out["gpu_seconds"] > 0]
+
+
+# Which phase an instant belongs to when several run at once: the trainer's work first (it is what a
+# step waits for in every schedule), then weight movement, then generation and scoring.
+CRITICAL_PATH_ORDER = ("train", "forward", "sync", "switch", "generate", "judge")
+
+
+def critical_path_share(timeline: pd.DataFrame, t0: float, t1: float) -> dict[str, float]:
+    """Each instant of [t0, t1] attributed to one phase (CRITICAL_PATH_ORDER; `idle` when nothing runs).
+
+    Unlike busy_fraction_by_phase (GPU-seconds, phases overlap across pools) these shares sum to 1.
+    """
+    window = t1 - t0
+    if window <= 0:
+        return {}
+    tl = timeline[(timeline["end_s"] > t0) & (timeline["start_s"] < t1)]
+    starts = tl["start_s"].clip(lower=t0, upper=t1).to_numpy()
+    ends = tl["end_s"].clip(lower=t0, upper=t1).to_numpy()
+    edges = np.unique(np.concatenate([[t0, t1], starts, ends]))
+    lengths = np.diff(edges)
+    owner = np.full(len(lengths), -1)
+    phases = list(CRITICAL_PATH_ORDER) + sorted(set(tl["phase"]) - set(CRITICAL_PATH_ORDER))
+    for rank in range(len(phases) - 1, -1, -1):  # lowest priority first: higher ones overwrite
+        mask = (tl["phase"] == phases[rank]).to_numpy()
+        if not mask.any():
+            continue
+        cover = np.zeros(len(edges))
+        np.add.at(cover, np.searchsorted(edges, starts[mask]), 1)
+        np.add.at(cover, np.searchsorted(edges, ends[mask]), -1)
+        owner[np.cumsum(cover)[:-1] > 0] = rank
+    shares = {ph: float(lengths[owner == i].sum()) / window for i, ph in enumerate(phases) if (owner == i).any()}
+    shares["idle"] = float(lengths[owner == -1].sum()) / window
+    return shares
 
 
 def pool_prices(scn: Scenario) -> dict[str, float | None]:
@@ -76,6 +112,7 @@ def summarize(
         "gpu_idle_fraction": 1.0 - float(busy["gpu_seconds"].sum()) / capacity,
         "idle_fraction_by_pool": idle_by_pool,
         "busy_fraction_by_phase": {ph: float(v) / capacity for ph, v in sorted(by_phase.items())},
+        "critical_path_share_by_phase": critical_path_share(timeline, t0, t1),
         "staleness_mean": float(stale_mean.sum() / samples) if samples else 0.0,
         "staleness_max": float(measured["staleness/max"].max()),
         "num_gpus": num_gpus,

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
-import pandas as pd
 
-from rlsim.scenario.checks import read_length_trace
+from rlsim.csv_inputs import read_length_trace, read_lengths_csv
 from rlsim.scenario.schema import (
     EmpiricalLength,
     FixedLength,
@@ -44,8 +42,8 @@ def _phi_inv(p) -> np.ndarray:
 
 @cache
 def _empirical_lengths(path: str, column: str) -> np.ndarray:
-    values = pd.read_csv(Path(path))[column].to_numpy()
-    return values.astype(np.int64)
+    """The column as validated (rlsim/scenario/csv_inputs.py: the same parser, read once)."""
+    return np.asarray(read_lengths_csv(path, column), dtype=np.int64)
 
 
 @cache

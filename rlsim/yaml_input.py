@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-MAX_FILE_BYTES = 1_000_000  # a scenario or hardware profile is a few kB
+from rlsim.limits import MAX_SCENARIO_BYTES as MAX_FILE_BYTES
+
 MAX_ALIASES = 100  # `*name` uses in one document
 MAX_NODES = 100_000  # scalars + collections after expanding every alias
 MAX_DEPTH = 64  # nesting of mappings and sequences

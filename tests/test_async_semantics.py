@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-import rlsim.costs.batching as batching
+import rlsim.costs.training as batching
 from rlsim.engine.environment import SimEnvironment
 from rlsim.scenario.errors import ScenarioError
 from rlsim.scenario.loader import parse_scenario

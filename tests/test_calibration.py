@@ -1,4 +1,4 @@
-"""rlsim.calibrate: reading measurements, predicting them, fitting profiles; the NIM acceptance test."""
+"""rlsim.calibration (measurement CSV fit): reading measurements, predicting them, fitting profiles; the NIM acceptance test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rlsim.calibrate import (
+from rlsim.calibration import (
     COLUMNS,
     Measurement,
     MeasurementError,

@@ -417,7 +417,7 @@ def test_dp_traffic_per_param_by_sharding_and_reduce_dtype(sharding, dtype, expe
 def test_fp32_gradient_reduce_costs_more_when_comm_bound(a100, llama7b):
     import numpy as np
 
-    from rlsim.costs.batching import train_pass_time
+    from rlsim.costs.training import train_pass_time
 
     lens = np.full(64, 512)  # little work per rank: the all-reduce over 16 nodes is exposed
     args = (llama7b, a100, lens, 1, 1, 16, 16384, 1, 1)

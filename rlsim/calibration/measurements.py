@@ -203,16 +203,19 @@ def read_measurements(path: str | Path) -> list[Measurement]:
 # per rank), one mini-batch, one epoch: only the pipeline-free compute, the exposed gradient all-reduce
 # and the optimizer step remain, as the simulator prices them.
 _ONE_MICRO_BATCH = 2**62
+_MAX_UNSPLIT_SEQUENCES = 1_000_000
 
 
 def _train_seconds(m: Measurement, shape: ModelShape, hw: HardwareProfile) -> float:
-    """The simulator's `train_pass_time` on `batch` equal sequences (one sequence: no attention term known)."""
-    batch = m.batch or 1
-    seq_lens = np.full(batch, float(m.tokens) / batch)
-    dp = m.gpus // m.tp
-    if not m.batch:  # unknown split: a token count without the attention term, spread evenly over dp ranks
-        seq_lens = np.full(dp, float(m.tokens) / dp)
-    return float(train_pass_time(shape, hw, seq_lens, m.tp, 1, dp, _ONE_MICRO_BATCH, 1, 1))
+    """The simulator's `train_pass_time` on `batch` equal sequences.
+
+    Without `batch` the attention term is unknown and left out, as sequences of (about) one token.
+    """
+    n_seqs = m.batch or min(m.tokens, _MAX_UNSPLIT_SEQUENCES)
+    seq_lens = np.full(n_seqs, float(m.tokens) / n_seqs)
+    # Equal lengths: balancing deals the same counts as contiguous chunks, without the per-sequence loop.
+    return float(train_pass_time(shape, hw, seq_lens, m.tp, 1, m.gpus // m.tp, _ONE_MICRO_BATCH, 1, 1,
+                                 balance=False))
 
 
 def predict(measurement: Measurement, profile: HardwareProfile) -> float:

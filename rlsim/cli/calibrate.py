@@ -20,7 +20,7 @@ def calibrate(
     quiet: QuietOption = False,
 ) -> None:
     """Fit decode efficiencies, fixed overhead, prefill efficiency and MFU to measurements."""
-    from rlsim import calibrate as cal
+    from rlsim import calibration as cal
     from rlsim.cli.progress import item_bar
     from rlsim.hardware import load_profile
 

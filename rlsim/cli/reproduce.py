@@ -29,8 +29,8 @@ def reproduce(
 ) -> None:
     """Regenerate a published trade-off from shipped scenarios: DIR/<name>/table.csv and a figure."""
     from rlsim.cli.progress import item_bar
-    from rlsim.reproduce import REPRODUCTIONS
     from rlsim.report.style import figure_format
+    from rlsim.reproduce import REPRODUCTIONS
 
     names = list(REPRODUCTIONS) if name == "all" else [name]
     unknown = [n for n in names if n not in REPRODUCTIONS]

@@ -9,41 +9,82 @@ from typing import Annotated
 
 import typer
 
-from rlsim.cli.common import QuietOption, ScenarioArg, SetOption, console, load
+from rlsim.cli.common import QuietOption, ScenarioArg, SetOption, console, fail, load
 
 
-def print_summary(result, title: str | None = None) -> None:
+def print_summary(result, title: str | None = None, stats=None) -> None:
     """The run's summary as a two-column rich table (rows from report.output.summary_rows)."""
     from rich.table import Table
 
     from rlsim.report.output import summary_rows
 
-    table = Table(title=title or f"rlsim: {result.scenario.name}", show_header=False)
+    seeds = f"\nmean ± 95% interval over {int(stats['n'].max())} seeds" if stats is not None else ""
+    table = Table(title=(title or f"rlsim: {result.scenario.name}") + seeds, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
-    for k, v in summary_rows(result):
+    for k, v in summary_rows(result, stats):
         table.add_row(k, v, style="dim" if k.startswith("  ") else None)
     console.print(table)
+
+
+def check_run_dir(out_dir: Path, scn, force: bool) -> None:
+    """Refuse to overwrite a results folder that holds a different run (other scenario, --set or seed)."""
+    from rlsim.scenario.loader import dump_scenario
+
+    existing = out_dir / "scenario.resolved.yaml"
+    if force or not existing.is_file():
+        return
+    if existing.read_text() != dump_scenario(scn):
+        fail([f"{out_dir}: holds a different run (its scenario.resolved.yaml differs); "
+              "give --out DIR or --force to overwrite"])
 
 
 def run(
     scenario: ScenarioArg,
     set_: SetOption = None,
     seed: Annotated[int | None, typer.Option(help="Override the scenario's seed")] = None,
+    seeds: Annotated[int, typer.Option(
+        help="Replicates: K runs with seeds from SeedSequence(seed).spawn(K); the table shows mean ± 95% interval"
+    )] = 1,
     out: Annotated[Path | None, typer.Option(help="Results folder (default runs/<scenario name>)")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite a results folder that holds a different run")] = False,
     plots: Annotated[bool, typer.Option(help="Write PNG plots")] = True,
     quiet: QuietOption = False,
 ) -> None:
-    """Simulate a scenario, print a summary table and write the results folder."""
-    from rlsim.cli.progress import LazyBar, simulate_with_progress, wants_progress
-    from rlsim.report.output import write_results
+    """Simulate a scenario, print a summary table and write the results folder.
 
+    With --seeds K the folder holds the first replicate's results plus seeds.csv (every replicate's
+    summary) and summary_ci.csv (mean and 95% interval of each metric).
+    """
+    import pandas as pd
+
+    from rlsim.cli.progress import LazyBar, simulate_with_progress, wants_progress
+    from rlsim.report.output import run_metrics, write_results
+    from rlsim.report.uncertainty import mean_interval
+    from rlsim.sweep.grid import derive_seeds
+
+    if seeds < 1:
+        fail([f"--seeds: expected an integer >= 1, got {seeds}"])
     scn = load(scenario, set_)
-    with LazyBar(enabled=wants_progress(quiet)) as bar:
-        result = simulate_with_progress(scn, seed=seed, bar=bar)
+    if seed is not None:
+        scn = scn.model_copy(update={"seed": seed})
+    seed_list = [scn.seed] if seeds == 1 else derive_seeds(scn.seed, seeds)
     out_dir = out or Path("runs") / scn.name
-    written = write_results(result, out_dir, plots=plots)
-    print_summary(result)
+    check_run_dir(out_dir, scn.model_copy(update={"seed": seed_list[0]}), force)
+    results = []
+    with LazyBar(enabled=wants_progress(quiet)) as bar:
+        for i, s in enumerate(seed_list):
+            label = f"simulating {scn.name}" + (f" (seed {i + 1}/{seeds})" if seeds > 1 else "")
+            results.append(simulate_with_progress(scn, seed=s, bar=bar, label=label))
+    written = write_results(results[0], out_dir, plots=plots)
+    stats = None
+    if seeds > 1:
+        replicates = pd.DataFrame([run_metrics(r) for r in results], index=pd.Index(seed_list, name="seed"))
+        stats = mean_interval(replicates)
+        replicates.to_csv(out_dir / "seeds.csv")
+        stats.to_csv(out_dir / "summary_ci.csv", index_label="metric")
+        written += [out_dir / "seeds.csv", out_dir / "summary_ci.csv"]
+    print_summary(results[0], stats=stats)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
 

@@ -10,19 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cache
-from pathlib import Path
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
-import pandas as pd
 
-from rlsim.scenario.schema import (
-    EmpiricalSeconds,
-    FixedSeconds,
-    LatencyDistribution,
-    LognormalSeconds,
-    UniformSeconds,
-)
+from rlsim.csv_inputs import read_seconds_csv
+
+# Latency distributions are the scenario's (rlsim.scenario.schema *Seconds models), told apart by
+# their `kind` tag: costs/ stays below the scenario package and never imports it.
+LatencyDistribution = Any
 
 Outcome = Literal["ok", "failed", "timeout"]
 
@@ -30,11 +26,7 @@ Outcome = Literal["ok", "failed", "timeout"]
 @cache
 def _empirical_seconds(path: str, column: str) -> np.ndarray:
     """One read per (file, column) per process: a long run draws thousands of latencies from it."""
-    values = pd.read_csv(Path(path))[column].to_numpy(dtype=float)
-    if values.size == 0:
-        raise ValueError(f"no latencies in column {column!r} of {path}")
-    if np.isnan(values).any() or (values < 0).any():
-        raise ValueError(f"column {column!r} of {path} holds missing or negative latencies")
+    values = np.asarray(read_seconds_csv(path, column), dtype=float)  # the parser validation used
     values.setflags(write=False)  # shared by every caller through the cache
     return values
 
@@ -48,17 +40,17 @@ def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int) 
 def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
     """Seconds of one attempt (a float when n is None, else an array of n); fixed latencies draw nothing."""
     size = 1 if n is None else n
-    if isinstance(dist, FixedSeconds):
+    if dist.kind == "fixed":
         x = np.full(size, float(dist.value))
-    elif isinstance(dist, UniformSeconds):
+    elif dist.kind == "uniform":
         if dist.min > dist.max:
             raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
         x = rng.uniform(dist.min, dist.max, size=size)
-    elif isinstance(dist, LognormalSeconds):
+    elif dist.kind == "lognormal":
         x = rng.lognormal(math.log(dist.median), dist.sigma, size=size)
         if dist.max is not None:
             x = np.minimum(x, dist.max)
-    elif isinstance(dist, EmpiricalSeconds):
+    elif dist.kind == "empirical":
         x = rng.choice(_empirical_seconds(dist.path, dist.column), size=size, replace=True)
     else:
         raise TypeError(f"unknown latency distribution {type(dist).__name__}")

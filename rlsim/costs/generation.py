@@ -106,14 +106,17 @@ def tp_allreduce_time(
     return 2 * model.layers * one
 
 
-def linear_layers_time(model: ModelShape, hw: HardwareProfile, tp: int, tokens: int) -> float:
+def linear_layers_time(
+    model: ModelShape, hw: HardwareProfile, tp: int, tokens: int, eta_mem: float | None = None
+) -> float:
     """The linear layers of one step over `tokens` tokens: a smooth roofline of weight read and GEMMs.
 
     sqrt(read^2 + compute^2) matches Vidur's Llama-3-8B/A100 operator profile within 4% at 1, 128,
     256 and 2048 tokens and Frontier's Llama-2-7B/H800 profile (7.1 -> 7.6 ms from 1 to 128 tokens),
-    where max(read, compute) is 26% low at 128 tokens (docs/sources.md §2, §9).
+    where max(read, compute) is 26% low at 128 tokens (docs/sources.md §2, §9). `eta_mem` is the
+    engine's weight-streaming efficiency (an engine kind's); default the profile's `decode_eta_mem`.
     """
-    read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
+    read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     compute = 2.0 * model.active_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
     return math.hypot(read, compute)
 
@@ -148,7 +151,7 @@ def decode_coefficients(
     """
     o = overheads if overheads is not None else generic_overheads(hw, host_per_seq_s)
     return DecodeCoefficients(
-        intercept=linear_layers_time(model, hw, tp, batch)
+        intercept=linear_layers_time(model, hw, tp, batch, o.weight_eta_mem)
         + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
         slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
         fixed=o.step_s + o.host_per_seq_s * batch,

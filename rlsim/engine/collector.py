@@ -197,7 +197,8 @@ class RunCollector:
         counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
         for row in self.trajectory_rows:
             counts[row[10]] += 1
-        return {f"trajectories_{k}": v for k, v in counts.items()} | {"trajectories_launched": len(self.trajectory_rows)}
+        launched = {"trajectories_launched": len(self.trajectory_rows)}
+        return {f"trajectories_{k}": v for k, v in counts.items()} | launched
 
     def entities(self, engines: list, tools=None) -> None:
         """The engines (for their batch/KV statistics) and the tool runner (per-tool call statistics)."""

@@ -70,9 +70,17 @@ class Composer:
         dirs = ", ".join(str(d) for d in self.search)
         raise ImportProblem(str(self.primary), where, f"config {rel!r} not found in {dirs} (give --config-dir)")
 
-    def compose(self, group_overrides: dict[str, str]) -> dict:
+    def collect(self) -> dict[str, str]:
+        """The config group choices of the defaults tree (`model_engine: dp`, ...)."""
         data, _ = read_config(self.primary)
+        self.choices = {}
         self._collect_choices(data, "", top=True)
+        return dict(self.choices)
+
+    def compose(self, group_overrides: dict[str, str]) -> dict:
+        """The merged config; `group_overrides` replace choices as `model_engine=megatron` on Hydra's command line."""
+        data, _ = read_config(self.primary)
+        self.collect()
         self.choices.update(group_overrides)
         return self._compose(data, "", "", self.primary.name)
 
@@ -298,7 +306,7 @@ class Resolver:
 def _closing(text: str, start: int) -> int:
     depth = 0
     for i in range(start, len(text)):
-        if text.startswith("${", i):
+        if text[i] == "{":
             depth += 1
         elif text[i] == "}":
             depth -= 1

@@ -42,6 +42,7 @@ class Layout:
     role_pool: dict[str, str]
     role_gpus: dict[str, int]
     placement_gpus: dict[str, int] | None = None  # the shortcut's set sizes, when not its default
+    problem: str = ""  # why this grouping cannot be carved out of the pool (then it has no pools)
 
     @property
     def disaggregated(self) -> bool:
@@ -62,23 +63,39 @@ def partitions(items: tuple[str, ...]) -> list[list[tuple[str, ...]]]:
     return [sorted(p, key=lambda s: order[s[0]]) for p in out]
 
 
-def allocate(total: int, weights: list[float], gpus_per_node: int) -> list[int] | None:
-    """GPUs per set in proportion to `weights` (largest remainder, ties to the first set).
+def _valid_sizes(total: int, gpus_per_node: int) -> list[int]:
+    """Set sizes a pool can be carved into: whole nodes, or a divisor of one node; largest first."""
+    sizes = {g for g in range(gpus_per_node, total + 1, gpus_per_node)}
+    sizes |= {g for g in range(1, min(gpus_per_node, total + 1)) if gpus_per_node % g == 0}
+    return sorted(sizes, reverse=True)
 
-    Whole nodes when that gives every set at least one; otherwise GPUs, each set a divisor of a node
-    or whole nodes. None when no such split exists.
+
+def allocate(total: int, weights: list[float], gpus_per_node: int) -> list[int] | None:
+    """GPUs per set, summing to `total`, as close as possible to proportional to `weights`.
+
+    Closest: least squared difference from the proportional shares; ties go to the earlier sets
+    getting more. Each set is whole nodes or a divisor of a node. None when no such split exists.
     """
-    units = [gpus_per_node, 1] if total % gpus_per_node == 0 else [1]
-    for unit in units:
-        n = total // unit
-        shares = [n * w / sum(weights) for w in weights]
-        sizes = [int(s) for s in shares]
-        for i in sorted(range(len(shares)), key=lambda i: (-(shares[i] - sizes[i]), i))[: n - sum(sizes)]:
-            sizes[i] += 1
-        gpus = [s * unit for s in sizes]
-        if all(g > 0 and (g % gpus_per_node == 0 or gpus_per_node % g == 0) for g in gpus):
-            return gpus
-    return None
+    target = [total * w / sum(weights) for w in weights]
+    sizes = _valid_sizes(total, gpus_per_node)
+    best: tuple[float, list[int]] | None = None
+
+    def walk(i: int, left: int, chosen: list[int], err: float) -> None:
+        nonlocal best
+        if best is not None and err >= best[0]:
+            return
+        if i == len(weights) - 1:
+            if left in sizes:
+                e = err + (left - target[i]) ** 2
+                if best is None or e < best[0]:
+                    best = (e, [*chosen, left])
+            return
+        for g in sizes:
+            if g < left:
+                walk(i + 1, left - g, [*chosen, g], err + (g - target[i]) ** 2)
+
+    walk(0, total, [], 0.0)
+    return None if best is None else best[1]
 
 
 def _model_roles(roles: dict) -> list[str]:
@@ -105,7 +122,7 @@ def single_pool_layouts(names: list[str], roles: dict, option: GpuOption, total:
         for grouping in groupings:
             grouping = [g for g in grouping if g]
             layout = _carve(grouping, roles, size, model_roles)
-            if layout is not None and layout.sets not in seen:
+            if layout.sets not in seen:
                 seen.add(layout.sets)
                 yield layout
 
@@ -120,7 +137,7 @@ def _shortcut(grouping: list[tuple[str, ...]], model_roles: list[str]) -> str:
     return "partition"
 
 
-def _carve(grouping: list[tuple[str, ...]], roles: dict, size: PoolSize, model_roles: list[str]) -> Layout | None:
+def _carve(grouping: list[tuple[str, ...]], roles: dict, size: PoolSize, model_roles: list[str]) -> Layout:
     """A grouping as a layout: a shortcut where one names it (split keeps verl's even sets), else custom pools."""
     name = _shortcut(grouping, model_roles)
     label = "|".join("+".join(g) for g in grouping)
@@ -131,7 +148,8 @@ def _carve(grouping: list[tuple[str, ...]], roles: dict, size: PoolSize, model_r
         return Layout(name, label, {"main": size}, dict.fromkeys(roles, "main"), role_gpus)
     gpus = allocate(size.gpus, [sum(ROLE_WEIGHTS[r] for r in g) for g in grouping], size.gpus_per_node)
     if gpus is None:
-        return None
+        return Layout(name, label, {"main": size}, {}, {}, problem=f"{size.gpus} GPUs cannot be carved into "
+                      f"{len(grouping)} sets of whole nodes or parts of a node")
     role_gpus = {r: gpus[i] for i, g in enumerate(grouping) for r in g} | dict.fromkeys(extra, gpus[0])
     if name == "standalone":
         return Layout(name, label, {"main": size}, dict.fromkeys(roles, "main"), role_gpus,

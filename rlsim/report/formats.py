@@ -48,7 +48,10 @@ def _number(value: float, kind: str) -> str:
     return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"
 
 
-def _half_width(value: float, kind: str) -> str:
+def _half_width(value: float, kind: str, of: float) -> str:
+    """The interval's half-width at the precision of the value it belongs to."""
+    if kind in ("rate", "number", "count"):
+        return f"{value:,.0f}" if abs(of) >= 100 else f"{value:.2g}"
     text = _number(value, kind)
     return text.replace("$", "") if kind == "usd" else text.removesuffix(" s").replace("<0.1%", "0.0%")
 
@@ -60,6 +63,6 @@ def show(key: str, value: object, ci95: object = None) -> str:
     kind = metric_kind(key)
     text = _number(float(value), kind)
     if _finite(ci95):
-        half = _half_width(float(ci95), kind)
+        half = _half_width(float(ci95), kind, float(value))
         text = f"{text.removesuffix(' s')} ± {half} s" if kind == "seconds" else f"{text} ± {half}"
     return text

@@ -9,7 +9,6 @@ import json
 import math
 import platform
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -121,7 +120,7 @@ def _read_table(folder: Path, stem: str) -> pd.DataFrame:
 
 def load_run(folder: Path):
     """Read a results folder back: (summary dict, RunTables) for plots and comparisons."""
-    from rlsim.report.plots import RunTables, engine_seq_limits
+    from rlsim.report.tables import RunTables, engine_seq_limits
 
     folder = Path(folder)
     summary_path = folder / "summary.json"
@@ -187,9 +186,8 @@ def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tupl
     pools = scn.cluster.pools
     hw = ", ".join(f"{p.gpus}x {p.hardware}" for p in pools.values())
     warm = f" (+{scn.warmup_steps} warm-up)" if scn.warmup_steps else ""
-    seeds = f", mean ± 95% interval over {int(stats['n'].max())} seeds" if stats is not None else ""
     rows = [
-        ("scenario", f"{scn.name} ({scn.schedule.kind}{seeds})"),
+        ("scenario", f"{scn.name} ({scn.schedule.kind})"),
         ("GPUs", f"{values['num_gpus']:.0f}: {hw}"),
         ("measured steps", f"{values['steps']:.0f}{warm}"),
         ("step time (mean)", val("step_time_s")),

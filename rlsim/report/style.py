@@ -44,6 +44,58 @@ STYLE = {
 }
 
 
+# Fixed colour per phase, shared by every figure and every run.
+PHASE_COLORS = {
+    "generate": "#4C72B0",
+    "reward": "#DD8452",
+    "forward": "#55A868",
+    "old_log_prob": "#55A868",
+    "ref": "#8172B3",
+    "values": "#937860",
+    "train": "#C44E52",
+    "update_actor": "#C44E52",
+    "update_critic": "#DA8BC3",
+    "sync": "#222222",
+    "switch": "#CCB974",
+    "env": "#64B5CD",
+    "offload": "#CCB974",
+    "onload": "#B8A94F",
+}
+# verl timing columns (steps.csv) to the ledger phase whose colour they share.
+TIMING_PHASE = {
+    "gen": "generate",
+    "reward": "reward",
+    "old_log_prob": "old_log_prob",
+    "ref": "ref",
+    "values": "values",
+    "update_critic": "update_critic",
+    "update_actor": "update_actor",
+    "update_weights": "sync",
+    "switch": "switch",
+}
+IDLE_COLOR = "#E6E6E6"
+_FALLBACK = ["#64B5CD", "#A1C9F4", "#FFB482", "#8DE5A1", "#D0BBFF", "#DEBB9B", "#FAB0E4", "#B9F2F0"]
+
+
+def phase_color(phase: str) -> str:
+    """Fixed colour per phase so every plot (and every run) uses the same legend."""
+    if phase in PHASE_COLORS:
+        return PHASE_COLORS[phase]
+    return _FALLBACK[sum(map(ord, phase)) % len(_FALLBACK)]
+
+
+def phase_order(phases) -> list[str]:
+    """Phases in pipeline order (generate, reward, forward passes, train, sync...), unknown ones last."""
+    known = list(PHASE_COLORS)
+    return sorted(set(phases), key=lambda p: (known.index(p) if p in known else len(known), p))
+
+
+def timing_color(column: str) -> str:
+    """The colour of a verl timing column (`timing_s/gen`) is its ledger phase's."""
+    name = column.removeprefix("timing_s/")
+    return phase_color(TIMING_PHASE.get(name, name))
+
+
 def apply_style() -> None:
     """Set rlsim's rcParams (fonts, grid, spines, dpi); safe to call before every figure."""
     plt.rcParams.update(STYLE)
@@ -73,6 +125,15 @@ def legend_outside(ax, **kwargs) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def empty_figure(title: str, message: str, figsize: tuple[float, float] = (8, 3)) -> Figure:
+    """A titled panel saying why there is nothing to draw (an empty table), instead of failing."""
+    fig, ax = plt.subplots(figsize=figsize)
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="#555555")
+    ax.set_axis_off()
+    ax.set_title(title)
+    return fig
 
 
 def save_figure(fig: Figure, path: Path | str, fmt: str | None = None, close: bool = True) -> Path:

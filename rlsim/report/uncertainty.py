@@ -7,7 +7,7 @@ independent runs; the interval is mean ± t(0.975, K−1) · s / √K. Intervals
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -40,12 +40,6 @@ def flat_metrics(summary: Mapping, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def replicate_table(summaries: Sequence[Mapping], seeds: Sequence[int]) -> pd.DataFrame:
-    """One row per replicate (index: seed), one column per flattened numeric summary metric."""
-    rows = [flat_metrics(s) for s in summaries]
-    return pd.DataFrame(rows, index=pd.Index(list(seeds), name="seed"))
-
-
 def mean_interval(replicates: pd.DataFrame) -> pd.DataFrame:
     """Per metric: n, mean, std, half-width of the 95% interval (NaN when n < 2), low, high."""
     n = replicates.notna().sum()
@@ -55,15 +49,3 @@ def mean_interval(replicates: pd.DataFrame) -> pd.DataFrame:
         index=replicates.columns,
     )
     return pd.DataFrame({"n": n, "mean": mean, "std": std, "ci95": half, "low": mean - half, "high": mean + half})
-
-
-def nest(flat: Mapping[str, float]) -> dict:
-    """Undo flat_metrics: `a/b` keys back into nested dicts (for a summary-shaped mean)."""
-    out: dict = {}
-    for key, value in flat.items():
-        head, _, rest = key.partition("/")
-        if rest:
-            out.setdefault(head, {})[rest] = value
-        else:
-            out[key] = value
-    return out

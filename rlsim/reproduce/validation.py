@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlsim.calibrate import predict, read_measurements
+from rlsim.calibration.measurements import predict, read_measurements
 from rlsim.hardware import load_profile
 from rlsim.paths import shipped_dir
 from rlsim.scenario.loader import load_scenario

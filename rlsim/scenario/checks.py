@@ -11,12 +11,10 @@ an explicit `dp` must make `tp * pp * dp` equal to the role's GPUs.
 
 from __future__ import annotations
 
-import csv
-from dataclasses import dataclass
-from pathlib import Path
-
+from rlsim.csv_inputs import CsvInputError, read_length_trace, read_lengths_csv
 from rlsim.hardware import HardwareProfile
 from rlsim.scenario.errors import Problem
+from rlsim.scenario.liveness import check_agent, check_progress
 from rlsim.scenario.schema import (
     EmpiricalLength,
     FixedLength,
@@ -43,6 +41,8 @@ def check_scenario(scn: Scenario) -> list[Problem]:
         response_max = _check_length("workload.response_length", scn.workload.response_length, problems)
         max_tokens = prompt_max + response_max if prompt_max and response_max else None
     _check_environments(scn, problems)
+    problems += check_agent(scn, prompt_max, _check_length)
+    problems += check_progress(scn)
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
     return problems
 
@@ -161,7 +161,7 @@ def _check_length(at: str, dist: object, problems: list[Problem]) -> int | None:
     if isinstance(dist, EmpiricalLength):
         try:
             lengths = read_lengths_csv(dist.path, dist.column)
-        except LengthFileError as exc:
+        except CsvInputError as exc:
             problems.append(Problem(f"{at}.{exc.field}", exc.message))
             return dist.max
         return min(max(lengths), dist.max) if dist.max is not None else max(lengths)
@@ -172,109 +172,10 @@ def _check_trace(path: str, problems: list[Problem]) -> tuple[int | None, int | 
     """Largest prompt, response and prompt + response of a length trace (None each when it is unreadable)."""
     try:
         prompts, responses = read_length_trace(path)
-    except LengthFileError as exc:
+    except CsvInputError as exc:
         problems.append(Problem("workload.length_trace.path", exc.message))
         return None, None, None
     return max(prompts), max(responses), max(p + r for p, r in zip(prompts, responses, strict=True))
-
-
-TRACE_COLUMNS = (("prompt_len", "response_len"), ("num_prefill_tokens", "num_decode_tokens"))  # ours, Vidur's
-
-
-def read_length_trace(path: str | Path) -> tuple[list[int], list[int]]:
-    """(prompt, response) lengths of a trace CSV, row by row; LengthFileError says what is wrong and where.
-
-    Columns `prompt_len,response_len`, or Vidur's `arrived_at,num_prefill_tokens,num_decode_tokens`; a
-    UTF-8 byte-order mark is accepted.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise LengthFileError("path", f"file not found: {p}")
-    try:
-        with open(p, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = [c.strip() for c in next(reader, [])]
-            names = next((pair for pair in TRACE_COLUMNS if set(pair) <= set(header)), None)
-            if names is None:
-                raise LengthFileError(
-                    "path", f"{p}: needs columns prompt_len,response_len (or Vidur's num_prefill_tokens,"
-                    f"num_decode_tokens), has: {', '.join(header) or 'none'}"
-                )
-            at = [header.index(n) for n in names]
-            pairs: list[tuple[int, int]] = []
-            bad: list[tuple[int, str, str]] = []
-            for row in reader:
-                if not any(c.strip() for c in row):
-                    continue  # blank line
-                values = []
-                for name, i in zip(names, at, strict=True):
-                    raw = row[i].strip() if i < len(row) else ""
-                    value = _positive_int(raw)
-                    if value is None:
-                        bad.append((reader.line_num, name, raw))
-                    values.append(value)
-                if None not in values:
-                    pairs.append((values[0], values[1]))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise LengthFileError("path", f"cannot read {p}: {_one_line(exc)}") from None
-    if bad:
-        line, name, raw = bad[0]
-        more = f" ({len(bad)} bad values)" if len(bad) > 1 else ""
-        raise LengthFileError(
-            "path", f"{p} line {line}: expected a positive integer in column {name!r}, got {raw!r}{more}"
-        )
-    if not pairs:
-        raise LengthFileError("path", f"no rows in {p}")
-    return [a for a, _ in pairs], [b for _, b in pairs]
-
-
-@dataclass
-class LengthFileError(Exception):
-    field: str  # "path" or "column": the key of the distribution to fix
-    message: str
-
-
-def read_lengths_csv(path: str | Path, column: str = "length") -> list[int]:
-    """Positive integer lengths from one CSV column; LengthFileError says what is wrong and where."""
-    p = Path(path)
-    if not p.is_file():
-        raise LengthFileError("path", f"file not found: {p}")
-    try:
-        with open(p, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            columns = reader.fieldnames or []
-            if column not in columns:
-                raise LengthFileError(
-                    "column", f"no column {column!r} in {p} (columns: {', '.join(columns) or 'none'})"
-                )
-            lengths: list[int] = []
-            bad: list[tuple[int, str]] = []
-            for row in reader:
-                raw = (row.get(column) or "").strip()
-                value = _positive_int(raw)
-                if value is None:
-                    bad.append((reader.line_num, raw))
-                else:
-                    lengths.append(value)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise LengthFileError("path", f"cannot read {p}: {_one_line(exc)}") from None
-    if bad:
-        line, raw = bad[0]
-        more = f" ({len(bad)} bad values)" if len(bad) > 1 else ""
-        raise LengthFileError(
-            "column", f"{p} line {line}: expected a positive integer in column {column!r}, got {raw!r}{more}"
-        )
-    if not lengths:
-        raise LengthFileError("path", f"no rows in {p}")
-    return lengths
-
-
-def _positive_int(raw: str) -> int | None:
-    try:
-        value = float(raw)
-    except ValueError:
-        return None
-    return int(value) if value.is_integer() and value > 0 else None
 
 
 # ---------------------------------------------------------------- memory
@@ -337,14 +238,12 @@ def _check_memory(
 
 
 def _check_environments(scn: Scenario, problems: list[Problem]) -> None:
-    """Tools must name defined pools; an agent's tools must be defined; multi-turn limits."""
+    """Tools must name defined pools; an agent's tools must be defined (its files and limits: liveness.py)."""
     envs = scn.environments
     for name, tool in envs.tools.items():
         if tool.pool not in envs.pools:
             problems.append(Problem(f"environments.tools.{name}.pool",
                                     f"unknown pool {tool.pool!r} (known: {', '.join(sorted(envs.pools)) or 'none'})"))
-        if tool.latency.kind == "empirical" and not Path(tool.latency.path).is_file():
-            problems.append(Problem(f"environments.tools.{name}.latency.path", f"file not found: {tool.latency.path}"))
     agent = scn.workload.agent
     if agent is None:
         return

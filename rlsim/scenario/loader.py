@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rlsim.model_shapes import preset_names
+from rlsim.scenario.calibration import apply_calibration
 from rlsim.scenario.errors import Problem, ScenarioError
 from rlsim.scenario.placement import resolve_scenario
 from rlsim.scenario.schema import Scenario
@@ -55,6 +56,8 @@ def parse_scenario(
     if not isinstance(data, Mapping):
         raise ScenarioError(source, [Problem("", f"expected a mapping at the top level, got {_show(data)}")])
     data, problems, anchors = _apply_overrides(dict(data), overrides)
+    data, calibration_problems = apply_calibration(data, base_dir)  # a `calibration:` overlay, file or block
+    problems += calibration_problems
     if base_dir is not None:
         _resolve_relative_paths(data, Path(base_dir))
     try:

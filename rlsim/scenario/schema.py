@@ -13,26 +13,24 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rlsim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_EPOCHS,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_PROMPTS_PER_STEP,
+    MAX_SAMPLES_PER_PROMPT,
+    MAX_SIGMA,
+    MAX_STEPS,
+    MAX_TOKENS,
+)
 from rlsim.model_shapes import ModelShape, resolve_preset
+from rlsim.scenario.calibration import CalibrationSpec
 
 
 class Strict(BaseModel):
     """Unknown keys are errors; every float is finite (NaN or inf would run, then poison every result)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-# Sane upper bounds: far above any published RL run, low enough that a typo (1e5 nodes, 1e9 epochs)
-# is refused with the bound instead of running for days or overflowing a counter.
-MAX_NODES = 4096  # 32,768 GPUs at 8 per node
-MAX_GPUS_PER_NODE = 72  # an NVL72 rack
-MAX_TOKENS = 10_000_000  # any length, context or token budget
-MAX_STEPS = 100_000  # RL steps (measured or warm-up)
-MAX_EPOCHS = 64  # PPO epochs / mini-batches per step
-MAX_PROMPTS_PER_STEP = 1_000_000
-MAX_SAMPLES_PER_PROMPT = 4096
-MAX_TURNS = 128  # agent turns per trajectory (README: up to 128)
-MAX_SIGMA = 10.0  # std-dev of a log-length or log-latency: e^10 is a factor of 22,000 already
 
 
 # ---------------------------------------------------------------- cluster
@@ -843,6 +841,9 @@ class Scenario(Strict):
     workload: WorkloadSpec
     environments: EnvironmentsSpec = Field(default_factory=EnvironmentsSpec)
     schedule: ScheduleSpec
+    calibration: CalibrationSpec | None = Field(
+        default=None, description="Factors fitted by `rlsim calibrate --from-log` (block, or an overlay file's path)"
+    )
 
     @field_validator("name")
     @classmethod

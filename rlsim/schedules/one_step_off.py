@@ -36,8 +36,9 @@ class OneStepOffSchedule(RLSchedule):
         timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
         batch_version = self.engines[0].weight_version
         timing["timing_s/sync_rollout_weights"] = yield from self.broadcast_weights()
-        if step + 1 < self.total_steps:
-            self.pending = self._launch()
+        # The next batch starts generating even after the last step, as in a run that goes on: the last
+        # measured step is steady state, not a drain (its samples end the run in flight).
+        self.pending = self._launch()
         yield from self.train_batch(prompt + response, timing)
         self.mark_trained(batch_requests)
         staleness = env.policy_version - batch_version

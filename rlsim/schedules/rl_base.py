@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlsim.costs.training import forward_pass_time, train_pass_time
 from rlsim.costs.offload import offload_time
 from rlsim.costs.resharding import reshard_time, weight_broadcast_time
+from rlsim.costs.training import forward_pass_time, train_pass_time
 from rlsim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
@@ -157,7 +157,8 @@ class RLSchedule(Schedule):
         for i in range(len(prompt)):
             t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
             trajs.append(t)
-            procs.append(env.process(run_trajectory(env, self.engines[where[i]], self.tools, agent, t, self.next_request_id)))
+            engine = self.engines[where[i]]
+            procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t, self.next_request_id)))
         yield env.all_of(procs)
         self.trajectories.extend(trajs)
         done = [t for t in trajs if t.outcome == "completed"]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 
-from rlsim.schedules.fully_async import FullyAsyncSchedule, Group
+from rlsim.schedules.fully_async import FullyAsyncSchedule
+from rlsim.schedules.groups import Group
 
 
 class RollSchedule(FullyAsyncSchedule):

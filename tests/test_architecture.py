@@ -1,0 +1,153 @@
+"""The walls of the house, checked: which package may import which, and no circles of imports.
+
+Every `import rlsim...` in the package counts, including imports inside functions (a lazy import
+is still a dependency); only imports under `if TYPE_CHECKING:` are exempt. The data path is
+scenario -> placement -> schedule phases -> engine/costs -> collector -> Result -> report.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rlsim"
+
+# package -> packages it must never import (top-level modules count as packages of their own).
+FORBIDDEN = {
+    "costs": {"scenario", "engine", "schedules", "report", "cli", "simulate", "sweep", "reproduce", "workload",
+              "metrics", "plan", "importers", "calibration", "sensitivity"},
+    "scenario": {"engine", "schedules", "report", "cli", "simulate", "sweep", "reproduce", "metrics", "plan",
+                 "importers", "calibration", "sensitivity"},
+    "engine": {"schedules", "report", "cli", "simulate", "sweep", "reproduce", "plan", "importers", "sensitivity"},
+    "schedules": {"report", "cli", "simulate", "sweep", "reproduce", "plan", "importers", "sensitivity"},
+    "report": {"cli", "simulate", "schedules", "engine", "sweep", "reproduce", "plan", "importers", "sensitivity"},
+    "sweep": {"cli", "reproduce", "plan"},
+    "metrics": {"cli", "simulate", "schedules", "report"},
+}
+
+
+def _unit(module: str) -> str:
+    """rlsim.costs.generation -> costs; rlsim.simulate -> simulate."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("rlsim"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlsim") and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)  # `from rlsim.x import module`
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        graph[name] = {m for m in _imports(path) if m in files and m != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    pkgs: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        a = _unit(mod)
+        pkgs.setdefault(a, set()).update(_unit(d) for d in deps if _unit(d) != a)
+    return pkgs
+
+
+def test_no_circle_of_imports_between_files():
+    # A package's __init__ re-exporting its modules is not a circle of code; leave those edges out.
+    graph = {m: {d for d in deps if not (m.startswith(d + ".") or d == m.rsplit(".", 1)[0])}
+             for m, deps in _graph().items()}
+    assert _cycles(graph) == []
+
+
+def test_no_circle_of_imports_between_packages():
+    graph = _package_graph(_graph())
+    graph.pop("", None)  # rlsim/__init__ is the public facade: it imports what it re-exports
+    for deps in graph.values():
+        deps.discard("")
+    assert _cycles(graph) == []
+
+
+def test_packages_keep_to_their_side_of_the_walls():
+    broken = []
+    for mod, deps in sorted(_graph().items()):
+        banned = FORBIDDEN.get(_unit(mod), set())
+        broken += [f"{mod} imports {d}" for d in sorted(deps) if _unit(d) in banned]
+    assert broken == []
+
+
+def test_nothing_imports_the_cli():
+    offenders = [f"{m} imports {d}" for m, deps in _graph().items() for d in deps
+                 if _unit(d) == "cli" and _unit(m) != "cli"]
+    assert offenders == []
+
+
+def test_costs_import_only_hardware_and_model_shapes():
+    allowed = {"costs", "hardware", "model_shapes"}
+    broken = [f"{m} imports {d}" for m, deps in _graph().items() if _unit(m) == "costs"
+              for d in deps if _unit(d) not in allowed]
+    assert broken == []
