@@ -119,13 +119,13 @@ def summarize(
         "steps": len(measured),
         "simulated_seconds": window,
         "tokens": tokens,
-        "response_length_mean": float(
-            np.average(measured["response_length/mean"], weights=measured["samples"])
+        "response_length_mean": float(  # 0 when no sample was trained (every trajectory failed)
+            np.average(measured["response_length/mean"], weights=measured["samples"]) if samples else 0.0
         ),
         "gpu_hours": capacity / 3600.0,
     }
     measured_samples = int(measured["samples"].sum())
-    values = np.asarray(staleness[-measured_samples:] if staleness else [0], dtype=float)
+    values = np.asarray(staleness[-measured_samples:] if staleness and measured_samples else [0], dtype=float)
     summary["staleness_p50"] = float(np.percentile(values, 50))
     summary["staleness_p90"] = float(np.percentile(values, 90))
     if "timing_s/wait_rollout" in measured:

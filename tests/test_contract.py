@@ -131,3 +131,28 @@ def test_one_step_off_last_step_is_steady_state_not_a_drain():
     assert idle[-1] < 0.5 and abs(idle[-1] - np.mean(idle[:-1])) < 0.15
     assert res.summary["idle_fraction_by_pool"][pool] == pytest.approx(
         np.average(idle, weights=res.measured_steps["timing_s/step"]), abs=1e-6)
+
+
+def test_the_readme_one_module_schedule_runs_and_keeps_the_contract(monkeypatch):
+    """The README's "how to add a schedule" example, verbatim in spirit: phase code only."""
+    import rlsim.schedules as schedules
+    from rlsim.schedules.base import StepOutcome
+    from rlsim.schedules.rl_base import RLSchedule
+
+    class MySchedule(RLSchedule):
+        def run_step(self, step):
+            algo = self.scenario.algorithm
+            timing = {}
+            start = self.env.now
+            prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt)
+            timing["timing_s/gen"] = self.env.now - start
+            yield from self.train_batch(prompt + response, timing)
+            self.mark_trained(self.last_batch)
+            self.env.policy_version += 1
+            return StepOutcome(timing, prompt, response)
+
+    monkeypatch.setitem(schedules.SCHEDULES, "hybridflow", MySchedule)
+    res = simulate(load_scenario(ROOT / "scenarios/quickstart.yaml", SMALL))
+    assert list(res.steps["policy_version"]) == [1, 2, 3]
+    assert (res.samples["fate"] == "trained").sum() == res.steps["samples"].sum()
+    assert {"timing_s/gen", "timing_s/update_actor"} <= set(res.steps.columns)

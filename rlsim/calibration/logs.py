@@ -181,8 +181,7 @@ def _framework(path: Path, rows: list[dict], fmt: str | None) -> str:
     found = [fw for fw, prefix in _PREFIX.items() if any(k.startswith(prefix) for k in keys)]
     in_ms = sorted(k for k in keys if re.match(r"^(timing|time|timeperf)_?ms/", k))
     if in_ms:
-        bad = in_ms[0]
-        raise LogError(f"{path}: {bad}: timings in milliseconds; rlsim reads seconds (log timing_s/* or divide by 1000)")
+        raise LogError(f"{path}: {in_ms[0]}: timings in milliseconds; rlsim reads seconds (divide by 1000)")
     if fmt is not None and fmt != "csv":
         if fmt not in found and found:
             raise LogError(f"{path}: holds {found[0]} keys ({_PREFIX[found[0]]}*), not {fmt}'s ({_PREFIX[fmt]}*): "

@@ -44,19 +44,32 @@ def plot(
         console.print(f"wrote {path}", markup=False, highlight=False)
 
 
-def _load_or_run(item: str, overrides: list[str] | None, seed: int | None, bar):
-    """A results folder (with summary.json) is read; anything else is a scenario to simulate."""
+def _load_or_run(item: str, overrides: list[str] | None, seed: int | None, seeds: int, bar):
+    """A results folder (with summary.json) is read; anything else is a scenario to simulate (seeds times)."""
+    import pandas as pd
+
     from rlsim.cli.progress import simulate_with_progress
     from rlsim.report.compare import RunSummary
-    from rlsim.report.output import load_run
+    from rlsim.report.output import load_run, run_metrics
+    from rlsim.report.uncertainty import mean_interval
+    from rlsim.sweep.grid import derive_seeds
 
     path = Path(item)
     if path.is_dir():
         summary, tables = load_run(path)
         return RunSummary(tables.name or path.name, summary, tables.steps, str(path)), None
     scn = load(item, overrides)
-    result = simulate_with_progress(scn, seed=seed, bar=bar)
-    return RunSummary(scn.name, result.summary, result.steps, item), result
+    base = scn.seed if seed is None else seed
+    seed_list = [base] if seeds == 1 else derive_seeds(base, seeds)
+    results = []
+    for i, s in enumerate(seed_list):
+        label = f"simulating {scn.name}" + (f" (seed {i + 1}/{seeds})" if seeds > 1 else "")
+        results.append(simulate_with_progress(scn, seed=s, bar=bar, label=label))
+    stats = None
+    if seeds > 1:
+        stats = mean_interval(pd.DataFrame([run_metrics(r) for r in results]))
+    first = results[0]
+    return RunSummary(scn.name, first.summary, first.steps, item, stats=stats), first
 
 
 def compare(
@@ -65,25 +78,29 @@ def compare(
         "--set", "-s", help="Override applied to every scenario: dotted.path=value (repeatable)"
     )] = None,
     seed: Annotated[int | None, typer.Option(help="Override every scenario's seed")] = None,
+    seeds: Annotated[int, typer.Option(
+        help="Replicates per scenario (seeds from SeedSequence(seed).spawn(K)): mean ± 95% interval"
+    )] = 1,
     out: Annotated[Path, typer.Option(help="Folder for compare.csv, compare.png and each run's results")] = Path(
         "runs/compare"
     ),
     plots: Annotated[bool, typer.Option(help="Write compare.png")] = True,
+    fmt: Annotated[FigureFormat, typer.Option("--format", "-f", help="Figure format")] = FigureFormat.png,
     quiet: QuietOption = False,
 ) -> None:
     """Run (or load) several scenarios and show them side by side: throughput, step time, idle, cost."""
-    import matplotlib.pyplot as plt
-    from rich.table import Table
-
     from rlsim.cli.progress import LazyBar, wants_progress
-    from rlsim.report.compare import compare_chart, comparison_table, display_label, format_value, unique_labels
+    from rlsim.report.compare import compare_chart, comparison_table, interval_table, unique_labels
     from rlsim.report.output import write_results
+    from rlsim.report.style import save_figure
 
+    if seeds < 1:
+        fail([f"--seeds: expected an integer >= 1, got {seeds}"])
     runs, results = [], []
     with LazyBar(enabled=wants_progress(quiet)) as bar:
         for item in inputs:
             try:
-                run, result = _load_or_run(item, set_, seed, bar)
+                run, result = _load_or_run(item, set_, seed, seeds, bar)
             except (FileNotFoundError, ValueError) as exc:
                 fail([f"{item}: {exc}"])
             runs.append(run)
@@ -97,25 +114,35 @@ def compare(
         if result is not None:  # keep each simulated run, so `rlsim plot` works on it later
             write_results(result, out / _safe(run.label), plots=False)
 
-    table = comparison_table(runs)
+    table, ci = comparison_table(runs), interval_table(runs)
+    written = [out / "compare.csv"]
     table.to_csv(out / "compare.csv")
-    view = Table(title="rlsim compare")
+    if ci is not None:
+        ci.to_csv(out / "compare_ci95.csv")
+        written.append(out / "compare_ci95.csv")
+    console.print(compare_view(table, ci))
+    if plots:
+        written.append(save_figure(compare_chart(table, ci), out / f"compare.{fmt.value}"))
+    console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def compare_view(table, ci=None):
+    """The comparison as a rich table: one column per run, values never wrapped (headers may wrap)."""
+    from rich import box
+    from rich.table import Table
+
+    from rlsim.report.compare import display_label, format_value
+
+    view = Table(title="rlsim compare" + ("\nmean ± 95% interval over seeds" if ci is not None else ""),
+                 box=box.SIMPLE_HEAD, pad_edge=False)
     view.add_column("metric", style="bold", no_wrap=True)
     for label in table.index:
-        view.add_column(label, justify="right", overflow="fold")
+        view.add_column(str(label), justify="right", no_wrap=False, overflow="fold")
     for col in table.columns:
         label = display_label(col)
-        view.add_row(
-            label, *(format_value(col, v) for v in table[col]), style="dim" if label[0] == " " else None
-        )
-    console.print(view)
-    written = [out / "compare.csv"]
-    if plots:
-        fig = compare_chart(table)
-        fig.savefig(out / "compare.png", dpi=110)
-        plt.close(fig)
-        written.append(out / "compare.png")
-    console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False)
+        cells = [format_value(col, v, None if ci is None else ci.at[run, col]) for run, v in table[col].items()]
+        view.add_row(label, *cells, style="dim" if label[0] == " " else None)
+    return view
 
 
 def _safe(label: str) -> str:

@@ -59,18 +59,22 @@ def run(
     import pandas as pd
 
     from rlsim.cli.progress import LazyBar, simulate_with_progress, wants_progress
-    from rlsim.report.output import run_metrics, write_results
+    from rlsim.report.output import prepare_out_dir, run_metrics, write_results
     from rlsim.report.uncertainty import mean_interval
     from rlsim.sweep.grid import derive_seeds
 
     if seeds < 1:
         fail([f"--seeds: expected an integer >= 1, got {seeds}"])
+    if seed is not None and not 0 <= seed < 2**63:
+        fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
     scn = load(scenario, set_)
     if seed is not None:
         scn = scn.model_copy(update={"seed": seed})
     seed_list = [scn.seed] if seeds == 1 else derive_seeds(scn.seed, seeds)
     out_dir = out or Path("runs") / scn.name
     check_run_dir(out_dir, scn.model_copy(update={"seed": seed_list[0]}), force)
+    if (problem := prepare_out_dir(out_dir)) is not None:
+        fail([f"--out {out_dir}: {problem}"])
     results = []
     with LazyBar(enabled=wants_progress(quiet)) as bar:
         for i, s in enumerate(seed_list):

@@ -80,6 +80,11 @@ def explain(c: Candidate, e: Evaluation) -> list[str]:
         top, share = phases[0]
         rest = ", ".join(f"{p} {v:.0%}" for p, v in phases[1:4])
         lines.append(f"bottleneck phase: {top} ({share:.0%} of GPU time{'; ' + rest if rest else ''})")
+    parts = sorted(((k, v) for k, v in e.timing.items() if k != "step"), key=lambda kv: -kv[1])
+    if parts and "step" in e.timing:
+        rest = ", ".join(f"{k} {v:.1f} s" for k, v in parts[1:4])
+        lines.append(f"longest part of a {e.timing['step']:.1f} s step: {parts[0][0]} {parts[0][1]:.1f} s"
+                     + (f" ({rest})" if rest else ""))
     idle = _share(s, "idle_fraction_by_pool.")
     if idle:
         pool, frac = max(idle.items(), key=lambda kv: (kv[1], kv[0]))

@@ -37,6 +37,7 @@ class Evaluation:
     wall_s: float
     objective: float = float("nan")  # higher is better
     violations: list[str] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)  # mean seconds of each measured step's timings
 
     @property
     def ok(self) -> bool:
@@ -128,7 +129,21 @@ class Runner:
             records[task.index] = record
             self.on_record()
         return [Evaluation(c.index, rung, steps, records[c.index]["summary"], records[c.index]["error"],
-                           float(records[c.index].get("wall_s", 0.0))) for c in cands]
+                           float(records[c.index].get("wall_s", 0.0)), timing=step_timing(records[c.index]))
+                for c in cands]
+
+
+def step_timing(record: dict) -> dict[str, float]:
+    """Mean `timing_s/*` of the measured steps in a point record (the step's parts, critical path first)."""
+    steps = record.get("steps") or {}
+    measured = [i for i, w in enumerate(steps.get("warmup", [])) if not w]
+    out = {}
+    for key, values in steps.items():
+        if key.startswith("timing_s/") and measured:
+            vals = [float(values[i]) for i in measured if values[i] is not None and values[i] == values[i]]
+            if vals:
+                out[key.removeprefix("timing_s/")] = sum(vals) / len(vals)
+    return out
 
 
 def kth_best(evals: list[Evaluation], k: int) -> float:

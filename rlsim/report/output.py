@@ -61,6 +61,29 @@ def full_summary(result: Result) -> dict:
     return summary
 
 
+def prepare_out_dir(out_dir: Path) -> str | None:
+    """Create the results folder and prove it writable; the problem as one line, or None.
+
+    Checked before simulating, so an unusable --out (an existing file, a path under a file, a
+    read-only folder) costs nothing and never ends in a traceback after a long run.
+    """
+    import tempfile
+
+    out = Path(out_dir)
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker == out:
+        return "is a file, not a folder"
+    if blocker is not None:
+        return f"is under {blocker}, which is a file, not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        return f"cannot write there: {exc.strerror or exc}"
+    return None
+
+
 def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Path]:
     """Write the contract files (+ meta.json, samples.csv, engine_stats.csv, Parquet, PNG plots)."""
     from rlsim.report.trace import to_chrome_trace, write_trace
