@@ -6,6 +6,7 @@ import json
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -142,3 +143,85 @@ def test_installed_wheel_finds_shipped_data(tmp_path, monkeypatch):
     (pkg / "hardware_profiles").mkdir(parents=True)
     monkeypatch.setattr(paths, "_PACKAGE", pkg)
     assert paths.shipped_dir("hardware_profiles") == pkg / "hardware_profiles"
+
+
+SMALL = ["--set", "steps=1", "--set", "algorithm.prompts_per_step=4"]
+
+
+def test_scenarios_lists_every_shipped_one_on_one_line():
+    from rlsim.cli.common import shipped_scenarios
+
+    res = runner.invoke(app, ["scenarios"])
+    assert res.exit_code == 0, res.output
+    paths = shipped_scenarios()
+    assert len(paths) >= 15 and not any("sweeps" in p.parts for p in paths)
+    for name in ("quickstart", "async/areal-1.5b-h800", "roll/swe-sandbox"):
+        assert sum(ln.split()[0] == name for ln in res.output.splitlines() if ln.strip()) == 1, name
+
+
+def test_shipped_scenario_resolves_by_name_from_any_folder(tmp_path, monkeypatch):
+    from rlsim.cli.common import resolve_scenario_path
+
+    monkeypatch.chdir(tmp_path)
+    assert resolve_scenario_path("areal-1.5b-h800") == ROOT / "scenarios" / "async" / "areal-1.5b-h800.yaml"
+    assert resolve_scenario_path("async/areal-1.5b-h800").is_file()
+    res = runner.invoke(app, ["validate", "areal-1.5b-h800"])
+    assert res.exit_code == 0, res.output
+
+
+def test_run_refuses_to_overwrite_a_different_run_without_force(tmp_path):
+    out = str(tmp_path / "r")
+    assert runner.invoke(app, ["run", "quickstart", *SMALL, "--out", out, "--no-plots", "-q"]).exit_code == 0
+    again = runner.invoke(app, ["run", "quickstart", *SMALL, "--out", out, "--no-plots", "-q"])
+    assert again.exit_code == 0, again.output  # the same run: overwritten
+    other = runner.invoke(app, ["run", "quickstart", *SMALL, "--set", "seed=5", "--out", out, "--no-plots"])
+    assert other.exit_code == 2 and "--force" in other.output and "Traceback" not in other.output
+    forced = runner.invoke(app, ["run", "quickstart", *SMALL, "--set", "seed=5", "--out", out, "--no-plots", "--force"])
+    assert forced.exit_code == 0
+    assert "seed: 5" in (tmp_path / "r" / "scenario.resolved.yaml").read_text()
+
+
+def test_no_plots_lists_no_figures(tmp_path):
+    res = runner.invoke(app, ["run", "quickstart", *SMALL, "--out", str(tmp_path), "--no-plots"])
+    assert res.exit_code == 0 and ".png" not in res.output and "summary.json" in res.output
+
+
+def test_run_seeds_gives_mean_and_interval(tmp_path):
+    import pandas as pd
+
+    res = runner.invoke(app, ["run", "quickstart", *SMALL, "--seeds", "3", "--out", str(tmp_path), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    assert "±" in res.output and "3 seeds" in res.output
+    reps = pd.read_csv(tmp_path / "seeds.csv", index_col="seed")
+    ci = pd.read_csv(tmp_path / "summary_ci.csv", index_col="metric")
+    assert len(reps) == 3 and reps.index.nunique() == 3
+    thr = reps["throughput_tokens_per_s"]
+    assert abs(ci.at["throughput_tokens_per_s", "mean"] - thr.mean()) < 1e-6 * thr.mean()
+    assert ci.at["throughput_tokens_per_s", "ci95"] == pytest.approx(4.303 * thr.std() / 3**0.5, rel=1e-6)
+
+
+def test_compare_seeds_and_report(tmp_path):
+    res = runner.invoke(app, ["compare", "quickstart", "quickstart", *SMALL, "--seeds", "2", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "compare_ci95.csv").is_file() and (tmp_path / "compare.png").is_file()
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    res = runner.invoke(app, ["report", str(run_dir)])
+    assert res.exit_code == 0, res.output
+    page = (run_dir / "report.html").read_text()
+    assert page.count("<svg") >= 3 and "ui.perfetto.dev" in page and "Scenario as resolved" in page
+    assert "<script" not in page and "src='http" not in page and 'href="http' not in page
+    bad = runner.invoke(app, ["report", str(tmp_path / "nothing")])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_nothing_imports_the_cli():
+    """The CLI calls the library, never the other way round (issue 15: walls that hold)."""
+    import re
+
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "rlsim").rglob("*.py")
+        if "cli" not in p.relative_to(ROOT / "rlsim").parts[:1]
+        and re.search(r"^\s*(from rlsim\.cli\b|from rlsim import cli\b|import rlsim\.cli\b)", p.read_text(), re.M)
+    ]
+    assert not offenders, offenders

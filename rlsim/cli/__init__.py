@@ -37,12 +37,19 @@ app.command("reproduce")(_reproduce.reproduce)
 app.command("sensitivity")(_sensitivity.sensitivity)
 app.command("plot")(_report.plot)
 app.command("compare")(_report.compare)
+app.command("report")(_report.report)
 app.command("sweep")(_sweep.sweep)
 app.command("plot-sweep")(_sweep.plot_sweep)
 
 # --- commands defined in other modules: one import + one registration line each, e.g.
 # from rlsim.cli.plan import plan  # noqa: E402
 # app.command("plan")(plan)
+from rlsim.importers.command import import_command  # noqa: E402
+
+app.command("import")(import_command)
+from rlsim.cli.plan import plan as _plan  # noqa: E402
+
+app.command("plan")(_plan)
 
 
 def main() -> None:

@@ -149,3 +149,19 @@ def _safe(label: str) -> str:
     """A folder name from a run label."""
     keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in label).strip("_")
     return keep or "run"
+
+
+def report(
+    folder: Annotated[Path, typer.Argument(help="A results folder: run (summary.json), sweep (results.csv) or plan")],
+    out: Annotated[Path | None, typer.Option(help="HTML file to write (default FOLDER/report.html)")] = None,
+) -> None:
+    """Write one self-contained HTML report (tables, figures, scenario, trace instructions) that opens offline."""
+    from rlsim.report.html import write_report
+
+    if not folder.is_dir():
+        fail([f"{folder}: no such folder"])
+    try:
+        path = write_report(folder, out)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        fail([str(exc)])
+    console.print(f"wrote {path}", markup=False, highlight=False)

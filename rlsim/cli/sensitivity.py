@@ -38,11 +38,16 @@ def sensitivity(
 
     from rlsim import sensitivity as sens
     from rlsim.cli.progress import wants_progress
+    from rlsim.report.output import prepare_out_dir
 
     if jobs < 1:
         fail([f"--jobs: expected an integer >= 1, got {jobs}"])
     if not 0 < pct < 100:
         fail([f"--pct: must be > 0 and < 100, got {pct:g}"])
+    if seed is not None and not 0 <= seed < 2**63:
+        fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
+    if out is not None and (problem := prepare_out_dir(out)) is not None:
+        fail([f"--out {out}: {problem}"])
     start = time.perf_counter()
     try:
         prep = sens.prepare(resolve_scenario_path(scenario), set_ or [], vary or [], seed, pct)
@@ -68,6 +73,8 @@ def sensitivity(
         fail([f"{scenario}: {exc}"], code=1)
     bar.stop()
     out_dir = out or Path("runs") / f"{result.scenario}-sensitivity"
+    if (problem := prepare_out_dir(out_dir)) is not None:
+        fail([f"{out_dir}: {problem}"])
     written = sens.write_outputs(result, out_dir, plot=plots)
     # Piped or in a file, a table must not be squeezed to 80 columns.
     wide = console if console.is_terminal else Console(width=max(console.width, 160))

@@ -26,17 +26,18 @@ from rich.progress import (
 from rich.table import Table
 
 from rlsim.cli.common import QuietOption, console, err, fail, resolve_scenario_path
+from rlsim.cli.reproduce import FigureFormat
 from rlsim.scenario.errors import ScenarioError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SUMMARY_COLUMNS = {  # headline metrics of the end-of-sweep table, with short headers
-    "step_time_s": "step s",
-    "throughput_tokens_per_s": "tokens/s",
-    "gpu_idle_fraction": "idle",
-    "staleness_mean": "staleness",
-    "cost_per_million_tokens_usd": "$/M tokens",
+SUMMARY_COLUMNS = {  # headline metrics of the end-of-sweep table, with short headers (units in the cells)
+    "step_time_s": "step\ntime",
+    "throughput_tokens_per_s": "tokens\n/s",
+    "gpu_idle_fraction": "GPU\nidle",
+    "staleness_mean": "stale-\nness",
+    "cost_per_million_tokens_usd": "$ per M\ntokens",
 }
 MAX_ROWS = 30
 
@@ -102,6 +103,7 @@ def _short_names(columns: list[str]) -> list[str]:
 
 def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     """One row per combination (seeds averaged): the swept keys and the headline metrics; failures last."""
+    from rlsim.report.formats import show
     from rlsim.sweep.plot import mean_over_seeds
     from rlsim.sweep.store import param_column
 
@@ -111,10 +113,11 @@ def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     metrics = [c for c in SUMMARY_COLUMNS if c in df.columns and df[c].notna().any()]
     table = Table(title=title, box=box.SIMPLE_HEAD)
     for name in _short_names(params):
-        table.add_column(name, justify="right", no_wrap=True, min_width=min(len(name), 8), max_width=18)
+        header = name.replace("_", "_\n") if len(name) > 10 else name
+        table.add_column(header, justify="right", no_wrap=True, max_width=18)
     for header in (SUMMARY_COLUMNS[name] for name in metrics):
-        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
-    rows = [[_fmt(r.get(c)) for c in (*params, *metrics)] for r in ok]
+        table.add_column(header, justify="right", no_wrap=True, min_width=max(map(len, header.split("\n"))))
+    rows = [[_fmt(r.get(c)) for c in params] + [show(c, r.get(c)) for c in metrics] for r in ok]
     rows += [
         [_fmt(r.get(c)) for c in params] + ["[red]failed[/red]"] + [""] * (len(metrics) - 1) for r in failed
     ]
@@ -191,6 +194,10 @@ def sweep(
     except ScenarioError as exc:  # e.g. --backend ray without Ray installed
         bar.stop()
         fail(exc.lines())
+    except ConnectionError as exc:  # ray.init(address=...) found no cluster
+        bar.stop()
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        fail([f"--ray-address {ray_address or '$RAY_ADDRESS'}: cannot reach a Ray cluster: {reason}"])
     bar.stop()
     console.print(results_table(outcome.table, plan.spec.params, f"rlsim sweep: {plan.name}"))
     console.print(
@@ -218,9 +225,12 @@ def plot_sweep(
     y_better: Annotated[
         Better, typer.Option(help="Pareto direction of y (auto: from the name)")
     ] = Better.auto,
-    out: Annotated[Path | None, typer.Option(help="PNG to write (default DIR/<y>_vs_<x>.png)")] = None,
+    out: Annotated[Path | None, typer.Option(help="Figure to write (default DIR/<y>_vs_<x>.<format>)")] = None,
+    fmt: Annotated[FigureFormat, typer.Option("--format", "-f", help="Figure format")] = FigureFormat.png,
 ) -> None:
     """Plot a sweep's results: a metric against a knob, or a Pareto front of two metrics."""
+    from rlsim.report.formats import show
+    from rlsim.report.style import save_figure
     from rlsim.sweep.plot import higher_is_better, mean_over_seeds, pareto_front, plot_pareto, plot_sweep
     from rlsim.sweep.store import load_results
 
@@ -251,13 +261,12 @@ def plot_sweep(
         cols = list(dict.fromkeys(cols))
         for name in _short_names(cols):
             table.add_column(name, justify="right")
+        metrics = {x, y}
         for _, row in front.iterrows():
-            table.add_row(*[_fmt(row[c]) for c in cols])
+            table.add_row(*[show(c, row[c]) if c in metrics else _fmt(row[c]) for c in cols])
         console.print(table)
-    target = out or Path(directory) / f"{_slug(y)}_vs_{_slug(x)}{'_pareto' if pareto else ''}.png"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=120)
-    console.print(f"wrote {target}", highlight=False)
+    target = out or Path(directory) / f"{_slug(y)}_vs_{_slug(x)}{'_pareto' if pareto else ''}.{fmt.value}"
+    console.print(f"wrote {save_figure(fig, target, fmt=None if out else fmt.value)}", highlight=False)
 
 
 def _slug(name: str) -> str:

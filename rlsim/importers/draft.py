@@ -81,10 +81,8 @@ def report_lines(ledger: Ledger) -> list[str]:
     for key, reason in ledger.ignored.items():
         by_reason.setdefault(reason, []).append(key)
     out.append(f"ignored ({len(ledger.ignored)} keys):")
-    others = [k for k in ledger.leaves if k not in ledger.ignored]
     for reason, keys in sorted(by_reason.items(), key=lambda item: -len(item[1])):
-        members = set(keys)
-        shown = compress(keys, [k for k in ledger.leaves if k in members or k in others])
+        shown = compress(keys, ledger.leaves)
         out.append(f"  {reason} ({len(keys)}): {', '.join(shown)}")
     out.append(f"assumed ({len(ledger.assumed)}):")
     out += [f"  {a.what}: {show(a.value)}  [set with {a.flag}]" for a in ledger.assumed]

@@ -88,8 +88,9 @@ class Composer:
         """First pass (as Hydra): group choices, `override` entries win over plain ones."""
         for entry in data.get("defaults") or []:
             if isinstance(entry, str) and entry != "_self_" and top:
-                sub, _ = read_config(self.find(group, entry, "defaults"))
-                self._collect_choices(sub, group, top=True)
+                full = posixpath.normpath(posixpath.join(group, entry.partition("@")[0]))
+                sub, _ = read_config(self.find(posixpath.dirname(full), posixpath.basename(full), "defaults"))
+                self._collect_choices(sub, posixpath.dirname(full), top=True)
             elif isinstance(entry, dict):
                 for key, option in entry.items():
                     key = str(key)
@@ -121,8 +122,11 @@ class Composer:
             if entry == "_self_":
                 result = deep_merge(result, _at(own, package))
                 continue
-            if isinstance(entry, str):
-                sub_group, sub_pkg, option = group, package, entry
+            if isinstance(entry, str):  # a config by path, `name` or `../dir/name@package`
+                name, _, pkg = entry.partition("@")
+                full = posixpath.normpath(posixpath.join(group, name))
+                sub_group, option = posixpath.dirname(full), posixpath.basename(full)
+                sub_pkg = package if pkg in ("", "_here_") else _join(package, pkg)
             elif isinstance(entry, dict) and len(entry) == 1:
                 (key, raw), = entry.items()
                 if str(key).startswith("override "):

@@ -54,7 +54,9 @@ def _installed(rel: str) -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-def load_hydra_config(path: Path, overrides: list[str], config_dirs: list[Path], default_rel: str | None = None) -> dict:
+def load_hydra_config(
+    path: Path, overrides: list[str], config_dirs: list[Path], default_rel: str | None = None
+) -> dict:
     """The composed, overridden and resolved config, as the framework's entry point sees it."""
     source = str(path)
     data, _ = read_config(path)
@@ -76,10 +78,10 @@ def load_hydra_config(path: Path, overrides: list[str], config_dirs: list[Path],
 
 def wrong_framework(data: dict) -> str | None:
     """Which framework a config is from when it is not verl's (by keys only that framework has)."""
-    if "actor_train" in data or "actor_infer" in data or "rollout_batch_size" in data:
-        return "roll"
     if "allocation_mode" in data or "gconfig" in data:
         return "areal"
+    if "actor_infer" in data or "rollout_batch_size" in data:
+        return "roll"
     if "actor_rollout_ref" in data:
         return "verl"
     return None
@@ -97,6 +99,6 @@ def require_framework(data: dict, want: str, source: str) -> None:
 
 _MARKERS = {
     "verl": ("actor_rollout_ref", "trainer", "data"),
-    "roll": ("actor_train", "actor_infer", "rollout_batch_size"),
-    "areal": ("allocation_mode", "gconfig", "rollout", "actor"),
+    "roll": ("actor_infer", "rollout_batch_size"),
+    "areal": ("allocation_mode", "gconfig"),
 }

@@ -163,7 +163,7 @@ def _carve(grouping: list[tuple[str, ...]], roles: dict, size: PoolSize, model_r
 def generation_split(total: int, fraction: float, gpus_per_node: int) -> int | None:
     """Generation GPUs for a share of `total`: whole nodes when the cluster has two or more, else GPUs."""
     unit = gpus_per_node if total % gpus_per_node == 0 and total >= 2 * gpus_per_node else 1
-    gen = round(total * fraction / unit) * unit
+    gen = int(total * fraction / unit + 0.5) * unit  # half up, not to even
     return gen if 0 < gen < total else None
 
 

@@ -30,8 +30,8 @@ def points(result: SearchResult, latest: dict[int, Evaluation]) -> pd.DataFrame:
 
 def plot_plan_pareto(result: SearchResult, latest: dict[int, Evaluation], top_k: int) -> Figure:
     data = points(result, latest)
-    fig = Figure(figsize=(11, 5.5))
-    ax = fig.add_axes((0.08, 0.11, 0.5, 0.8))
+    fig = Figure(figsize=(12, 6))
+    ax = fig.add_axes((0.07, 0.24, 0.5, 0.68))
     if data.empty:
         ax.text(0.5, 0.5, "no candidate with a price was simulated", ha="center", transform=ax.transAxes)
         return fig
@@ -40,7 +40,8 @@ def plot_plan_pareto(result: SearchResult, latest: dict[int, Evaluation], top_k:
     good = data[data["ok"]]
     art = ax.scatter(good[X], good[Y] / 1e3, c=good[HUE], cmap="viridis", s=28, label="candidates",
                      vmin=0, vmax=max(1.0, float(data[HUE].max())))
-    fig.colorbar(art, ax=ax, pad=0.01, fraction=0.05).set_label("staleness (mean versions)")
+    bar = fig.colorbar(art, cax=fig.add_axes((0.07, 0.07, 0.5, 0.025)), orientation="horizontal")
+    bar.set_label("staleness (mean policy versions behind)")
     front = pareto_front(good, X, Y, maximize=(False, True))
     ax.step(front[X], front[Y] / 1e3, where="post", color="black", lw=1.0)
     ax.scatter(front[X], front[Y] / 1e3, s=90, facecolors="none", edgecolors="black", label=f"Pareto front "
@@ -62,6 +63,6 @@ def _label_column(ax, rows: pd.DataFrame) -> None:
     for i, (_, r) in enumerate(rows.iterrows()):
         y = 0.02 + 0.96 * (i + 0.5) / max(n, 1)
         tag = f"#{int(r['rank'])} " if pd.notna(r["rank"]) else ""
-        ax.annotate(f"{tag}{r['label']}", (r[X], r[Y] / 1e3), xytext=(1.22, y), textcoords="axes fraction",
+        ax.annotate(f"{tag}{r['label']}", (r[X], r[Y] / 1e3), xytext=(1.06, y), textcoords="axes fraction",
                     fontsize="x-small", va="center", annotation_clip=False,
                     arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6})

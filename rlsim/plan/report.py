@@ -16,7 +16,6 @@ import yaml
 
 from rlsim.plan.candidates import Candidate
 from rlsim.plan.search import Evaluation, SearchResult
-from rlsim.sweep.plot import pareto_front
 
 METRICS = ("throughput_tokens_per_s", "cost_per_million_tokens_usd", "step_time_s", "staleness_mean",
            "staleness_max", "gpu_idle_fraction")
@@ -89,12 +88,15 @@ def explain(c: Candidate, e: Evaluation) -> list[str]:
     if idle:
         pool, frac = max(idle.items(), key=lambda kv: (kv[1], kv[0]))
         roles = _pool_roles(c).get(pool, [])
-        lines.append(f"idlest pool: {pool} ({'+'.join(roles) or 'no roles'}) idles {frac:.0%}: "
-                     f"{_why_idle(roles, phases[0][0] if phases else '', c)}")
+        if frac < 0.01:
+            lines.append("no pool idles more than 1% of the time: every GPU is busy in some phase")
+        else:
+            lines.append(f"idlest pool: {pool} ({'+'.join(roles) or 'no roles'}) idles {frac:.0%}: "
+                         f"{_why_idle(roles, phases[0][0] if phases else '')}")
     return lines
 
 
-def _why_idle(roles: list[str], bottleneck: str, c: Candidate) -> str:
+def _why_idle(roles: list[str], bottleneck: str) -> str:
     if "rollout" in roles and "actor" not in roles:
         if bottleneck == "generate":
             return "engines that finish their share early wait for the longest responses"
@@ -110,8 +112,8 @@ def _needs(best: Evaluation, other: Evaluation, objective: str) -> str:
     s, o = best.summary, other.summary
     if objective == "throughput":
         gain = s["throughput_tokens_per_s"] / o["throughput_tokens_per_s"] - 1
-        what = f"{gain:.1%} more throughput ({o['throughput_tokens_per_s']:,.0f} vs {s['throughput_tokens_per_s']:,.0f}" \
-               " tokens/s)"
+        what = (f"{gain:.1%} more throughput ({o['throughput_tokens_per_s']:,.0f} vs "
+                f"{s['throughput_tokens_per_s']:,.0f} tokens/s)")
     elif objective == "cost":
         cut = 1 - s["cost_per_million_tokens_usd"] / o["cost_per_million_tokens_usd"]
         what = f"{cut:.1%} lower $ per million tokens ({o['cost_per_million_tokens_usd']:.3f} vs " \
@@ -139,8 +141,11 @@ def recommendation_yaml(c: Candidate, rank: int, steps: int, e: Evaluation, why:
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=110)
 
 
-def saturation_findings(result: SearchResult, gain: float = 0.05) -> list[str]:
-    """Where adding generation GPUs (all else equal) raises throughput by less than `gain` but idles them more."""
+def saturation_findings(result: SearchResult, elasticity: float = 0.25) -> list[str]:
+    """Where more generation GPUs (all else equal) buy little throughput and idle more.
+
+    Little: the throughput gain is less than `elasticity` times the relative growth of the cluster.
+    """
     rung0 = [e for e in result.evaluations if e.rung == 0 and e.summary is not None]
     groups: dict[tuple, list[tuple[int, Evaluation]]] = {}
     for e in rung0:
@@ -153,13 +158,20 @@ def saturation_findings(result: SearchResult, gain: float = 0.05) -> list[str]:
     for key, items in groups.items():
         items.sort(key=lambda t: t[0])
         for (g0, e0), (g1, e1) in zip(items, items[1:], strict=False):
-            t0, t1 = e0.summary["throughput_tokens_per_s"], e1.summary["throughput_tokens_per_s"]
-            i0, i1 = e0.summary.get("idle_fraction_by_pool.gen"), e1.summary.get("idle_fraction_by_pool.gen")
-            if t1 < t0 * (1 + gain) and i0 is not None and i1 is not None and i1 > i0:
-                where = ", ".join(f"{n}={v}" for n, v in key if n in ("hardware", "train_gpus", "schedule",
-                                                                      "schedule_set") and v not in (None, ""))
-                lines.append(f"{where}: generation GPUs {g0} -> {g1} add {t1 / t0 - 1:+.1%} throughput while "
-                             f"the generation pool's idle rises {i0:.0%} -> {i1:.0%}")
+            s0, s1 = e0.summary, e1.summary
+            gain = s1["throughput_tokens_per_s"] / s0["throughput_tokens_per_s"] - 1
+            grow = s1["num_gpus"] / s0["num_gpus"] - 1
+            i0, i1 = s0.get("idle_fraction_by_pool.gen"), s1.get("idle_fraction_by_pool.gen")
+            if gain < elasticity * grow and i0 is not None and i1 is not None and i1 > i0:
+                where = ", ".join(f"{n}={v}" for n, v in key if n in ("hardware", "train_gpus", "schedule")
+                                  and v not in (None, ""))
+                cost = ""
+                if "cost_per_million_tokens_usd" in s0 and "cost_per_million_tokens_usd" in s1:
+                    ratio = s1["cost_per_million_tokens_usd"] / s0["cost_per_million_tokens_usd"]
+                    cost = f", $ per million tokens {ratio - 1:+.0%}"
+                lines.append(f"{where}: beyond {g0} generation GPUs more only add idle time: {g0} -> {g1} "
+                             f"({grow:+.0%} GPUs) give {gain:+.1%} throughput{cost}, and the generation pool "
+                             f"idles {i0:.0%} -> {i1:.0%}")
                 break
     return lines
 
@@ -196,7 +208,20 @@ def _headline(e: Evaluation) -> str:
     cost = f", ${s['cost_per_million_tokens_usd']:.3f}/M tokens" if "cost_per_million_tokens_usd" in s else ""
     return (f"{s['throughput_tokens_per_s']:,.0f} tokens/s{cost}, step {s['step_time_s']:.1f} s, "
             f"staleness {s.get('staleness_mean', 0):.2f}, GPU idle {s['gpu_idle_fraction']:.0%} "
-            f"({e.steps} steps)")
+            f"({e.steps} step{'s' if e.steps > 1 else ''})")
+
+
+def _best_other_layout(result: SearchResult, c: Candidate) -> Evaluation | None:
+    """The best evaluation (at the last rung it reached) of another hardware, layout or schedule."""
+    key = ("hardware", "gpus", "gen_gpus", "schedule", "layout", "sets", "schedule_set")
+    mine = tuple(c.knobs[k] for k in key)
+    best = None
+    for cid, e in latest(result).items():
+        if not e.ok or tuple(result.candidates[cid].knobs[k] for k in key) == mine:
+            continue
+        if best is None or (e.objective, -cid) > (best.objective, -best.candidate):
+            best = e
+    return best
 
 
 def recommendations(result: SearchResult, objective: str, top_k: int):
@@ -209,6 +234,11 @@ def recommendations(result: SearchResult, objective: str, top_k: int):
         if i == 0 and len(ranked) > 1:
             why.append(f"runner-up #2 {result.candidates[ranked[1].candidate].label}: "
                        f"{_needs(e, ranked[1], objective)}")
+        if i == 0:
+            other = _best_other_layout(result, c)
+            if other is not None and (len(ranked) < 2 or other.candidate != ranked[1].candidate):
+                why.append(f"best other layout {result.candidates[other.candidate].label}: "
+                           f"{_needs(e, other, objective)}")
         elif i > 0:
             why.append(f"to beat #1 this one {_needs(ranked[0], e, objective)}")
         out.append((c, e, why))

@@ -62,7 +62,7 @@ def show(key: str, value: object, ci95: object = None) -> str:
         return "-" if value is None or isinstance(value, float) else str(value)
     kind = metric_kind(key)
     text = _number(float(value), kind)
-    if _finite(ci95):
+    if _finite(ci95) and ci95 != 0:
         half = _half_width(float(ci95), kind, float(value))
         text = f"{text.removesuffix(' s')} ± {half} s" if kind == "seconds" else f"{text} ± {half}"
     return text

@@ -18,6 +18,7 @@ import pandas as pd
 import yaml
 
 from rlsim.paths import shipped_dir
+from rlsim.report.style import save_figure
 from rlsim.scenario.loader import parse_scenario
 from rlsim.simulate import simulate
 
@@ -85,7 +86,7 @@ def report(out: Path) -> str:
     tab[["tool_latency_median_s", "schedule", "throughput_tokens_per_s", "gpu_idle_fraction"]].to_csv(
         out / "table.csv", index=False
     )
-    plot(tab).savefig(out / "latency_vs_idle.png", dpi=110)
+    save_figure(plot(tab), out / "latency_vs_idle.png")
     lines = ["Agentic tool latency (median s): GPU idle % / throughput k tok/s"]
     for latency, rows in tab.groupby("tool_latency_median_s"):
         cells = [f"{r.schedule} {100 * r.gpu_idle_fraction:4.1f}% / {r.throughput_tokens_per_s / 1e3:6.1f}"

@@ -1,9 +1,10 @@
 """Asynchronous RL reproductions: AReaL's staleness sweep and verl's one-step-off speedup.
 
-- `areal-staleness` (docs/sources.md §7, AReaL Fig. 5c): effective throughput and staleness of
-  the 1.5B math scenario for max_head_offpolicyness eta in 0, 1, 2, 4, 8, 16 and unbounded.
+- `areal-staleness` (docs/sources.md §7, §9, AReaL Fig. 5c): effective throughput and staleness of
+  the 1.5B math run on its 16-node cluster for max_head_offpolicyness eta in 0, 1, 2, 4, 8, 16 and
+  unbounded.
 - `verl-one-step-off` (docs/sources.md §6): step times of verl's synchronous and one-step-off
-  DAPO runs on 16 H20 (FSDP2) and the speedup.
+  DAPO runs on 16 H20 (FSDP2, and the Megatron rows of the same doc) and the speedup.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from rlsim.paths import shipped_dir
+from rlsim.report.style import save_figure
 from rlsim.scenario.loader import load_scenario
 from rlsim.simulate import simulate
 
 ETAS = (0, 1, 2, 4, 8, 16, None)
+# Fig. 5c on the paper's 1.5B cluster (96 SGLang + 32 Megatron GPUs, docs/sources.md §9).
+AREAL_SCENARIO = "areal-1.5b-fig5c.yaml"
 # AReaL Fig. 5c: effective throughput (k tokens/s) of the 1.5B math run by eta (None = unbounded).
 AREAL_THROUGHPUT_K = {0: 128.7, 1: 269.3, 2: 356.6, 4: 356.6, 8: 371.7, 16: 382.4, None: 396.8}
 # verl docs/advance/one_step_off.md, FSDP2 rows (seconds).
@@ -26,6 +30,15 @@ VERL_PUBLISHED = {
     "one-step-off": {"timing_s/step": 520, "timing_s/wait_prev_gen": 45, "timing_s/generate_async": 458,
                      "timing_s/old_log_prob": 108, "timing_s/update_actor": 337},
 }
+# The same doc's Megatron rows (max response 8,192): nothing in rlsim is fitted to these.
+VERL_PUBLISHED_MEGATRON = {
+    "sync": {"timing_s/step": 699, "timing_s/gen": 207, "timing_s/old_log_prob": 119, "timing_s/update_actor": 344},
+    "one-step-off": {"timing_s/step": 566, "timing_s/wait_prev_gen": 59, "timing_s/generate_async": 501,
+                     "timing_s/old_log_prob": 120, "timing_s/update_actor": 347},
+}
+# The Megatron runs differ from the FSDP2 scenarios only in the trainer backend and the response cap
+# (docs/sources.md §6); Megatron's parallel layout is not in the doc (kept at the scenarios' TP1).
+MEGATRON_OVERRIDES = ("roles.actor.train.sharding=megatron", "workload.response_length.max=8192")
 
 
 def _scenario(name: str, overrides=()):
@@ -38,7 +51,7 @@ def areal_staleness_table(steps: int | None = None) -> pd.DataFrame:
         overrides = [f"schedule.max_head_offpolicyness={'null' if eta is None else eta}"]
         if steps is not None:
             overrides.append(f"steps={steps}")
-        res = simulate(_scenario("areal-1.5b-h800.yaml", overrides))
+        res = simulate(_scenario(AREAL_SCENARIO, overrides))
         s = res.summary
         rows.append({"eta": "inf" if eta is None else eta, "throughput_tokens_per_s": s["throughput_tokens_per_s"],
                      "staleness_mean": s["staleness_mean"], "staleness_max": s["staleness_max"],
@@ -82,7 +95,7 @@ def areal_report(out: Path) -> str:
     table = areal_staleness_table()
     table[["eta", "throughput_tokens_per_s", "staleness_mean", "staleness_max", "trainer_idle_ratio", "normalised",
            "published_normalised", "error_pct"]].to_csv(out / "table.csv", index=False)
-    plot_areal(table).savefig(out / "throughput_vs_eta.png", dpi=110)
+    save_figure(plot_areal(table), out / "throughput_vs_eta.png")
     lines = ["AReaL staleness sweep (1.5B, normalised to eta=0):"]
     lines += [f"  eta={r.eta:>4}: rlsim {r.normalised:.2f}x, AReaL {r.published_normalised:.2f}x "
               f"({r.error_pct:+.0f}%), staleness mean {r.staleness_mean:.2f} max {r.staleness_max:.0f}"
@@ -91,11 +104,15 @@ def areal_report(out: Path) -> str:
 
 
 @functools.cache
-def verl_measured() -> dict[str, pd.Series]:
-    """Mean step timings of the shipped verl sync and one-step-off scenarios (simulated once per process)."""
+def verl_measured(backend: str = "fsdp2") -> dict[str, pd.Series]:
+    """Mean step timings of the shipped verl sync and one-step-off scenarios (simulated once per process).
+
+    `backend` "megatron" runs them as the doc's Megatron rows (`MEGATRON_OVERRIDES`).
+    """
+    overrides = MEGATRON_OVERRIDES if backend == "megatron" else ()
     out = {}
     for mode, name in (("sync", "verl-dapo-7b-h20-sync.yaml"), ("one-step-off", "verl-dapo-7b-h20-one-step-off.yaml")):
-        res = simulate(_scenario(name))
+        res = simulate(_scenario(name, overrides))
         measured = res.measured_steps.mean(numeric_only=True)
         if mode == "sync":  # verl's sync `gen` timer wraps the hybrid-engine switch (rlsim's update_weights)
             measured["timing_s/gen"] = measured["timing_s/gen"] + measured["timing_s/update_weights"]
@@ -103,10 +120,11 @@ def verl_measured() -> dict[str, pd.Series]:
     return out
 
 
-def verl_table() -> pd.DataFrame:
+def verl_table(backend: str = "fsdp2") -> pd.DataFrame:
+    published_rows = VERL_PUBLISHED_MEGATRON if backend == "megatron" else VERL_PUBLISHED
     rows = []
-    for mode, measured in verl_measured().items():
-        for col, published in VERL_PUBLISHED[mode].items():
+    for mode, measured in verl_measured(backend).items():
+        for col, published in published_rows[mode].items():
             sim = float(measured.get(col, float("nan")))
             rows.append({"mode": mode, "column": col, "published_s": published, "simulated_s": sim,
                          "error_pct": 100 * (sim - published) / published})
@@ -122,9 +140,11 @@ def verl_table() -> pd.DataFrame:
 def verl_report(out: Path) -> str:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    table = verl_table()
-    table.to_csv(out / "table.csv", index=False)
-    lines = ["verl one-step-off vs sync (Qwen2.5-Math-7B DAPO, 16 H20, FSDP2):"]
-    lines += [f"  {r.mode:>12} {r.column:<26} published {r.published_s:8.2f}  rlsim {r.simulated_s:8.2f}  "
-              f"({r.error_pct:+.1f}%)" for r in table.itertuples()]
+    tables = {backend: verl_table(backend) for backend in ("fsdp2", "megatron")}
+    pd.concat([t.assign(backend=b) for b, t in tables.items()]).to_csv(out / "table.csv", index=False)
+    lines = []
+    for backend, table in tables.items():
+        lines.append(f"verl one-step-off vs sync (Qwen2.5-Math-7B DAPO, 16 H20, {backend}):")
+        lines += [f"  {r.mode:>12} {r.column:<26} published {r.published_s:8.2f}  rlsim {r.simulated_s:8.2f}  "
+                  f"({r.error_pct:+.1f}%)" for r in table.itertuples()]
     return "\n".join(lines)

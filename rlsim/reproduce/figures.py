@@ -12,6 +12,7 @@ import pandas as pd
 import yaml
 
 from rlsim.paths import shipped_dir
+from rlsim.report.style import save_figure
 from rlsim.scenario.errors import ScenarioError
 from rlsim.scenario.loader import parse_scenario
 from rlsim.simulate import simulate
@@ -210,5 +211,5 @@ def report(name: str, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     tab = build()
     tab.to_csv(out / "table.csv", index=False)
-    plot(name, tab).savefig(out / f"{name}.png", dpi=110)
+    save_figure(plot(name, tab), out / f"{name}.png")
     return f"{title}\n" + tab.to_string(index=False, float_format=lambda v: f"{v:,.3f}")

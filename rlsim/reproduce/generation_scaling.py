@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlsim.paths import shipped_dir
+from rlsim.report.style import save_figure
 from rlsim.scenario.loader import load_scenario
 from rlsim.simulate import simulate
 
@@ -70,8 +71,7 @@ def _plot(table: pd.DataFrame, x: str, ys: list[tuple[str, str, str]], title: st
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
+    save_figure(fig, out)
 
 
 def areal_report(out: Path) -> str:

@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from rlsim.paths import shipped_dir
+from rlsim.report.style import save_figure
 from rlsim.scenario.errors import ScenarioError
 from rlsim.scenario.loader import parse_scenario
 from rlsim.simulate import simulate
@@ -249,7 +250,7 @@ def reproduce(out: Path, models=MODELS, gpus=GPUS, placements=PLACEMENTS) -> pd.
     findings(table).to_csv(out / "findings.csv", index=False)
     generation_tp_rows().to_csv(out / "generation_tp.csv", index=False)
     fig = plot(table)
-    fig.savefig(out / "throughput_vs_gpus.png", dpi=110)
+    save_figure(fig, out / "throughput_vs_gpus.png")
     return table
 
 

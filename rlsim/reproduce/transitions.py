@@ -22,6 +22,7 @@ from rlsim.costs.resharding import (
 )
 from rlsim.hardware import load_profile
 from rlsim.model_shapes import ModelShape, resolve_preset
+from rlsim.report.style import save_figure
 
 MODELS = {"7b": 2, "13b": 4, "34b": 8, "70b": 8}  # model -> generation TP (HybridFlow-style choice)
 GPUS = (16, 32, 64, 128)
@@ -126,10 +127,10 @@ def report(out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     tab = transition_table()
     tab.to_csv(out / "table.csv", index=False)
-    plot_transitions(tab).savefig(out / "transition_cost.png", dpi=110)
+    save_figure(plot_transitions(tab), out / "transition_cost.png")
     comp = complexity_table()
     comp.to_csv(out / "complexity.csv", index=False)
-    plot_complexity(comp).savefig(out / "complexity.png", dpi=110)
+    save_figure(plot_complexity(comp), out / "complexity.png")
     lines = ["Train -> generate transition (s per step) at 128 GPUs:"]
     for r in tab[tab["gpus"] == 128].itertuples():
         lines.append(f"  {r.model:<10} {r.method:<24} {r.bytes_per_gpu / 1e9:7.2f} GB/GPU  {r.seconds:7.3f} s")

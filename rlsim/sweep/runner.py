@@ -27,7 +27,7 @@ import pandas as pd
 
 from rlsim.scenario.errors import ScenarioError
 from rlsim.sweep.grid import SweepError, SweepPlan
-from rlsim.sweep.store import ResultStore
+from rlsim.sweep.store import ResultStore, pid_alive
 
 BACKENDS = ("serial", "local", "ray")
 PointFn = Callable[["PointTask"], dict]
@@ -153,9 +153,23 @@ class SerialBackend:
             yield task, record
 
 
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the driver, which stops them itself: no traceback per worker."""
+DRIVER_POLL_S = 0.5  # how often a worker checks that its driver still lives
+
+
+def _worker_init(driver_pid: int) -> None:
+    """Workers leave Ctrl-C to the driver, which stops them itself (no traceback per worker), and exit
+    when the driver dies without stopping them (kill -9, an OOM kill): no orphan keeps computing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()  # the driver, or the forkserver (which exits with the driver)
+    watch = threading.Thread(target=_exit_with_driver, args=(driver_pid, parent), daemon=True, name="driver-watch")
+    watch.start()
+
+
+def _exit_with_driver(driver_pid: int, parent: int) -> None:
+    while True:
+        time.sleep(DRIVER_POLL_S)
+        if os.getppid() != parent or not pid_alive(driver_pid):
+            os._exit(1)  # no cleanup to do: only the driver writes to the store
 
 
 def _mp_context():
@@ -186,7 +200,9 @@ class LocalBackend:
         # Start every worker now, before the caller starts threads (a progress bar): see _mp_context.
         with _FrozenHeap():
             ctx = _mp_context()
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_sigint)
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),)
+            )
             for f in [self._pool.submit(os.getpid) for _ in range(self.workers)]:
                 f.result()
         return self

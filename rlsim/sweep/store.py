@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -54,12 +55,22 @@ def _pid_alive(pid: int) -> bool:
 
 
 class ResultStore:
-    """Point records and tables under one folder; safe to reopen after any interruption."""
+    """Point records and tables under one folder; safe to reopen after any interruption.
+
+    A damaged record (unparsable, the wrong shape, a folder where the file should be) counts as
+    absent: its point runs again and the record is rewritten.
+    """
 
     def __init__(self, root: str | Path):
+        from rlsim.report.output import prepare_out_dir
+        from rlsim.sweep.grid import SweepError
+
         self.root = Path(root)
         self.points_dir = self.root / "points"
-        self.points_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.root, self.points_dir):
+            problem = prepare_out_dir(folder)
+            if problem is not None:
+                raise SweepError([f"{folder}: {problem}"])
         self._remove_stale_tmp()
 
     def _remove_stale_tmp(self) -> None:
@@ -70,19 +81,19 @@ class ResultStore:
                     pid = int(tmp.name.rsplit(".", 2)[-2])
                 except ValueError:
                     continue
-                if not _pid_alive(pid):
+                if not pid_alive(pid):
                     tmp.unlink(missing_ok=True)
 
     def point_path(self, pid: str) -> Path:
         return self.points_dir / f"{pid}.json"
 
     def read_point(self, pid: str) -> dict | None:
-        """The record of a point, or None when absent or unreadable (then it simply runs again)."""
+        """The record of a point, or None when absent, unreadable or malformed (then it simply runs again)."""
         try:
             record = json.loads(self.point_path(pid).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
-        return record if isinstance(record, dict) and record.get("point_id") == pid else None
+        return record if valid_record(record, pid) else None
 
     def steps(self, pid: str) -> pd.DataFrame:
         """The step table (steps.csv columns) of a finished point; empty for a failed or missing one."""
@@ -99,9 +110,43 @@ class ResultStore:
         return done
 
     def write_point(self, record: dict) -> None:
-        atomic_write_text(self.point_path(record["point_id"]), json.dumps(record, indent=1, sort_keys=False))
+        path = self.point_path(record["point_id"])
+        if path.is_dir() and not path.is_symlink():  # a damaged store: the record's place is taken
+            shutil.rmtree(path)
+        atomic_write_text(path, json.dumps(record, indent=1, sort_keys=False))
+
+    def check_same_sweep(self, plan: SweepPlan) -> None:
+        """Refuse a folder that holds another sweep: its points would mix with this one's.
+
+        The same sweep grown (more values, more seeds) is welcome; another scenario, other `set`
+        overrides or other swept keys are not. A damaged manifest is simply rewritten.
+        """
+        from rlsim.sweep.grid import SweepError
+
+        try:
+            old = json.loads((self.root / "sweep.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return
+        if not isinstance(old, dict):
+            return
+        spec = plan.spec
+        differs = [
+            what
+            for what, before, now in (
+                ("scenario", old.get("scenario_hash"), plan.scenario_hash),
+                ("--set overrides", old.get("set"), list(spec.set)),
+                ("swept keys", sorted(old.get("params") or []), sorted(spec.params)),
+            )
+            if before != now
+        ]
+        if differs:
+            raise SweepError([
+                f"{self.root}: holds a different sweep (other {', '.join(differs)}: {old.get('scenario')}); "
+                "give another --out or remove the folder"
+            ])
 
     def write_manifest(self, plan: SweepPlan) -> None:
+        self.check_same_sweep(plan)
         spec = plan.spec
         manifest = {
             "scenario": str(spec.scenario),
@@ -142,6 +187,30 @@ class ResultStore:
         atomic_write_text(self.root / "results.csv", df.to_csv(index=False))
         write_parquet(df, self.root / "results.parquet")
         return df
+
+
+def valid_record(record: Any, pid: str) -> bool:
+    """A point record as `run_point` writes it: this id, a flat summary of scalars or an error message,
+    and (when present) a columnar step table of equal-length lists."""
+    if not isinstance(record, dict) or record.get("point_id") != pid:
+        return False
+    summary, error, steps = record.get("summary"), record.get("error"), record.get("steps")
+    if error is not None and not isinstance(error, str):
+        return False
+    if summary is None:
+        return bool(error)
+    if not isinstance(summary, dict) or not all(isinstance(v, _SCALARS) for v in summary.values()):
+        return False
+    if steps is None:
+        return True
+    return (
+        isinstance(steps, dict)
+        and all(isinstance(v, list) for v in steps.values())
+        and len({len(v) for v in steps.values()}) <= 1
+    )
+
+
+_SCALARS = (type(None), bool, int, float, str)
 
 
 def param_columns(params: Sequence[str], taken: Iterable[str]) -> dict[str, str]:

@@ -1,0 +1,5 @@
+"""`python -m rlsim.cli ...` is `rlsim ...`."""
+
+from rlsim.cli import main
+
+main()

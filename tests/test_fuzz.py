@@ -1,0 +1,212 @@
+"""Fuzzing: mutated shipped scenarios, run in-process under a wall-clock alarm.
+
+Every example takes a shipped scenario, shrinks it (one step, a few prompts) and mutates a few of
+its values: plausible ones (zero, one, a tenth, ten times, a probability of 1) and hostile ones (NaN,
+inf, negative, huge, the wrong type, a removed key, an unknown key). Then it must either be refused
+with a ScenarioError, or simulate to the end in a few seconds with a finite summary whose fractions
+lie in [0, 1]. Anything else fails: another exception (a crash), the alarm (a hang, or a run that
+can never finish), a NaN/inf in the summary (a result that lies).
+
+RLSIM_FUZZ_EXAMPLES sets the number of examples (default 300, about 30 s on one core); e.g.
+`RLSIM_FUZZ_EXAMPLES=5000 pytest -n 0 tests/test_fuzz.py` for a long campaign.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import re
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rlsim.cli.common import shipped_scenarios
+from rlsim.scenario.errors import ScenarioError
+from rlsim.scenario.loader import parse_scenario, read_yaml
+from rlsim.simulate import simulate
+
+EXAMPLES = int(os.environ.get("RLSIM_FUZZ_EXAMPLES", "300"))
+RUN_TIMEOUT_S = 20.0  # a shrunk scenario simulates in well under a second
+SMALL = {"steps": 1, "warmup_steps": 0}
+SMALL_ALGORITHM = {"prompts_per_step": 4, "mini_batches": 1}
+SMALL_SCHEDULE = {"consumer_batch_size": 4, "max_concurrent_rollouts": 8, "ppo_mini_batch_size": 4,
+                  "require_batches": 1}
+# Keys whose growth only makes a run longer (the bounds are tested in test_reliability.py): kept small.
+SIZE_CAPS = {"steps": 2, "warmup_steps": 1, "prompts_per_step": 8, "samples_per_prompt": 8, "nodes": 4,
+             "consumer_batch_size": 8, "max_concurrent_rollouts": 16, "ppo_mini_batch_size": 8,
+             "require_batches": 2, "epochs": 2, "mini_batches": 4, "concurrency": 4096}
+FRACTION_WORDS = {"fraction", "ratio", "share"}  # words of a summary key that make its value a fraction
+
+
+class Hang(Exception):
+    """The alarm rang: the simulation ran past RUN_TIMEOUT_S."""
+
+
+@contextmanager
+def alarm(seconds: float) -> Iterator[None]:
+    """Raise Hang in this (main) thread after `seconds` of wall time."""
+
+    def ring(signum, frame):
+        raise Hang(f"no result after {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _shrunk(data: dict) -> dict:
+    out = copy.deepcopy(data)
+    out.update(SMALL)
+    algorithm = out.setdefault("algorithm", {})
+    algorithm.update(SMALL_ALGORITHM)
+    algorithm["samples_per_prompt"] = min(int(algorithm.get("samples_per_prompt", 1)), 4)
+    schedule = out.get("schedule") or {}
+    for key, value in SMALL_SCHEDULE.items():
+        if schedule.get(key) is not None:
+            schedule[key] = value
+    return out
+
+
+def _bases() -> list[tuple[str, dict, Path]]:
+    """(name, shrunk mapping, folder) of every shipped scenario that validates once shrunk."""
+    bases = []
+    for path in shipped_scenarios():
+        data = read_yaml(path)
+        if "cluster" not in data:
+            continue  # not a scenario (a plan space)
+        small = _shrunk(data)
+        try:
+            parse_scenario(small, str(path), (), path.parent)
+        except ScenarioError:
+            continue
+        bases.append((path.stem, small, path.parent))
+    return bases
+
+
+BASES = _bases()
+
+
+def _leaves(node: Any, at: tuple = ()) -> list[tuple]:
+    """Every path to a value (scalars, and the lists and mappings themselves)."""
+    paths = [at] if at else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            paths += _leaves(value, (*at, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            paths += _leaves(value, (*at, i))
+    return paths
+
+
+def _plausible(value: Any) -> list[Any]:
+    """Values a person could type for this one: the edges of its range and an order of magnitude."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [0, 1, 2, value + 1, max(value - 1, 0), value * 10, value // 10, 128, 129]
+    if isinstance(value, float):
+        return [0.0, 1.0, 0.5, 1e-9, value * 10, value / 10, 0.999]
+    if isinstance(value, str):
+        return ["", value.upper(), value + "x"]
+    if isinstance(value, list):
+        return [[], value[:1], value * 2]
+    if isinstance(value, dict):
+        return [{}]
+    return [0, "x"]
+
+
+HOSTILE = [None, -1, -0.5, float("nan"), float("inf"), float("-inf"), 10**18, 1e300, "x", True, [], {},
+           [1, 2], {"kind": "fixed", "value": 1}]
+DELETE = object()
+UNKNOWN_KEY = object()
+
+
+@st.composite
+def mutated(draw) -> tuple[str, dict, Path, list]:
+    name, data, folder = draw(st.sampled_from(BASES))
+    data = copy.deepcopy(data)
+    done = []
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _leaves(data)
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent = data
+        for part in path[:-1]:
+            parent = parent[part]
+        current = parent[path[-1]]
+        value = draw(st.sampled_from([*_plausible(current), *_plausible(current), *HOSTILE, DELETE, UNKNOWN_KEY]))
+        if value is DELETE:
+            del parent[path[-1]]
+        elif value is UNKNOWN_KEY:
+            if isinstance(current, dict):
+                current["no_such_key"] = 1
+        else:
+            cap = SIZE_CAPS.get(str(path[-1]))
+            if cap is not None and isinstance(value, int | float) and not isinstance(value, bool) and value > cap:
+                value = cap  # growing a batch only makes the run slower, never more interesting
+            parent[path[-1]] = value
+        done.append((path, "delete" if value is DELETE else "unknown key" if value is UNKNOWN_KEY else value))
+    return name, data, folder, done
+
+
+def _bad_numbers(summary: dict, at: str = "") -> list[str]:
+    """Summary entries that are NaN/inf, or fractions outside [0, 1]."""
+    bad = []
+    for key, value in summary.items():
+        where = f"{at}{key}"
+        if isinstance(value, dict):
+            bad += _bad_numbers(value, f"{where}.")
+        elif isinstance(value, float | int) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                bad.append(f"{where} = {value}")
+            elif FRACTION_WORDS & set(re.split(r"[._/]", where)) and not -1e-9 <= value <= 1 + 1e-9:
+                bad.append(f"{where} = {value} (a fraction)")
+    return bad
+
+
+def check_one(data: dict, folder: Path, source: str = "fuzz.yaml") -> str:
+    """'refused' or 'ran'; raises AssertionError (or Hang) on anything else."""
+    with alarm(RUN_TIMEOUT_S):
+        try:
+            scenario = parse_scenario(data, source, (), folder)
+        except ScenarioError as exc:
+            assert exc.lines() and all(line.startswith(source) and "\n" not in line for line in exc.lines())
+            return "refused"
+        result = simulate(scenario)
+    bad = _bad_numbers(result.summary)
+    assert not bad, f"non-finite or out-of-range summary values: {bad}"
+    return "ran"
+
+
+def test_every_shrunk_shipped_scenario_runs():
+    """The fuzzer's starting points are real: each shipped scenario, shrunk, runs cleanly."""
+    assert len(BASES) >= 15, [b[0] for b in BASES]
+    for name, data, folder in BASES:
+        assert check_one(data, folder, name) == "ran", name
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(mutated())
+def test_mutated_shipped_scenarios_never_crash_hang_or_lie(case):
+    name, data, folder, mutations = case
+    try:
+        check_one(data, folder, name)
+    except Hang as exc:
+        pytest.fail(f"{name} with {mutations}: hang ({exc})")
+    except AssertionError as exc:
+        pytest.fail(f"{name} with {mutations}: {exc}")
+    except Exception as exc:  # a crash: any exception but the scenario error
+        pytest.fail(f"{name} with {mutations}: {type(exc).__name__}: {exc}")
