@@ -69,6 +69,32 @@ def sample_lengths(dist: LengthDistribution, n: int, rng: np.random.Generator) -
     raise TypeError(f"unknown length distribution {type(dist).__name__}")
 
 
+def sample_length(dist: LengthDistribution, rng: np.random.Generator) -> int:
+    """One length: the value `sample_lengths(dist, 1, rng)[0]` gives, from the same draws, without arrays.
+
+    A multi-turn agent draws one per turn and per tool call, where the array machinery costs more
+    than the draw; scalar draws of numpy's Generator consume its stream exactly as size-1 arrays do.
+    """
+    if isinstance(dist, FixedLength):
+        return int(dist.value)
+    if isinstance(dist, UniformLength):
+        return int(rng.integers(dist.min, dist.max, endpoint=True, dtype=np.int64))
+    if isinstance(dist, LognormalLength) and _plain_law(dist):
+        mean, cap = stage_at(dist, 0)
+        x = rng.lognormal(_plain_mu(mean, dist.sigma), dist.sigma)
+        return min(cap, max(dist.min, round(x)))  # np.clip(np.rint(x), min, cap): rint and round both go half-even
+    return int(sample_lengths(dist, 1, rng)[0])
+
+
+def _plain_law(dist: LognormalLength) -> bool:
+    return dist.truncated_fraction is None and dist.group_correlation == 0 and dist.wrong_fraction == 0
+
+
+@cache
+def _plain_mu(mean: float, sigma: float) -> float:
+    return np.log(mean) - sigma**2 / 2.0  # the expression sample_lognormal uses, so the bits agree
+
+
 def sample_response_lengths(
     dist: LengthDistribution, n_groups: int, group_size: int, step: int, rng: np.random.Generator
 ) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""rlsim.calibration (measurement CSV fit): reading measurements, predicting them, fitting profiles; the NIM acceptance test."""
+"""rlsim.calibration, CSV mode: reading measurements, predicting them, fitting profiles; the NIM acceptance test."""
 
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ def test_every_constant_of_every_kind_is_cited():
             assert "host_per_seq_us" in kind.sources, kind.name
         if kind.attention_eta_mem is not None:
             assert "attention_eta_mem" in kind.sources, kind.name
+        if kind.weight_eta_mem is not None:
+            assert "weight_eta_mem" in kind.sources, kind.name
 
 
 def test_generic_and_trtllm_use_the_profiles_calibrated_step():
@@ -39,6 +41,29 @@ def test_sglang_fit_reproduces_its_batch1_step_with_and_without_cuda_graphs():
                              overheads=engine_overheads("sglang-0.4", H100, cuda_graphs=False))
     assert graph == pytest.approx(7.06e-3, rel=0.01)
     assert eager == pytest.approx(9.28e-3, rel=0.01)
+
+
+def test_sglang_two_point_fit_is_rerun_from_its_two_published_steps():
+    """Llama-3-8B on H100 (7.06 ms) and Qwen2-7B on A30 (19.24 ms), docs/sources.md §9: solving
+    floor / eta + c + attention for both gives the kind's weight efficiency and per-step cost."""
+    from rlsim.costs.engine_kinds import SGLANG_STEP_MS, SGLANG_WEIGHT_ETA
+    from rlsim.costs.generation import attention_seconds_per_context_token, linear_layers_time
+
+    a30 = load_profile("a30")
+    qwen2_7b = ModelShape(**resolve_preset("qwen2.5-7b"))
+    parts = []
+    for model, hw, published in ((LLAMA3_8B, H100, 7.06e-3), (qwen2_7b, a30, 19.24e-3)):
+        floor = linear_layers_time(model, hw, 1, 1, eta_mem=1.0)
+        attention = attention_seconds_per_context_token(model, hw, 1, ENGINE_KINDS["sglang-0.4"].attention_eta_mem)
+        parts.append((floor, published - attention * 512))
+    (f1, t1), (f2, t2) = parts
+    eta = (f2 - f1) / (t2 - t1)
+    assert eta == pytest.approx(SGLANG_WEIGHT_ETA, rel=1e-3)
+    assert (t1 - f1 / eta) * 1e3 == pytest.approx(SGLANG_STEP_MS, rel=1e-3)
+    # One efficiency without a per-step cost (the H100 point alone) misses the A30 step by > 20%.
+    f_h100, _ = parts[0]
+    eta_h100_only = f_h100 / parts[0][1]  # all of the H100 step as weight streaming
+    assert linear_layers_time(qwen2_7b, a30, 1, 1, eta_mem=eta_h100_only) > 1.2 * 19.24e-3
 
 
 def test_vllm_06_fit_reproduces_lambdas_tpot():

@@ -230,7 +230,7 @@ class MonitoredEnvironment(SimEnvironment):
         super().step()
         for p in self.pools:
             assert 0 <= p.in_service <= p.concurrency
-            assert len(p.resource.users) <= p.concurrency
+            assert 0 <= p.slots_granted <= p.concurrency
             self.checks += 1
 
 

@@ -57,3 +57,14 @@ def format_fit(fit: LogFit, logged: LoggedRun, scenario_name: str) -> str:
     out += ["", f"band carried into predictions: ± {fit.band_pct:.1f}%"]
     out += [f"note: {n}" for n in fit.notes]
     return "\n".join(out)
+
+
+def band_lines(summary: dict, calibration) -> list[str]:
+    """Predicted figures of a calibrated run with the calibration's ± band (`rlsim run` prints them)."""
+    band = calibration.band_pct
+    lines = [f"calibrated ({calibration.fitted_from}): predictions carry ± {band:.1f}%"]
+    for key, label, unit in (("step_time_s", "step time", "s"), ("throughput_tokens_per_s", "throughput", "tok/s")):
+        value = summary.get(key)
+        if isinstance(value, int | float):
+            lines.append(f"  {label} {value:,.1f} {unit} ± {value * band / 100:,.1f} ({band:.1f}%)")
+    return lines

@@ -89,6 +89,10 @@ def run(
         stats.to_csv(out_dir / "summary_ci.csv", index_label="metric")
         written += [out_dir / "seeds.csv", out_dir / "summary_ci.csv"]
     print_summary(results[0], stats=stats)
+    if scn.calibration is not None:  # a `calibration:` overlay: its ± band on the predicted figures
+        from rlsim.calibration.log_report import band_lines
+
+        console.print("\n".join(band_lines(results[0].summary, scn.calibration)), highlight=False)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
 

@@ -38,23 +38,43 @@ def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int) 
 
 
 def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
-    """Seconds of one attempt (a float when n is None, else an array of n); fixed latencies draw nothing."""
-    size = 1 if n is None else n
+    """Seconds of one attempt (a float when n is None, else an array of n); fixed latencies draw nothing.
+
+    One attempt is drawn as a scalar, which consumes the generator exactly as a size-1 array does
+    (same value, same stream) at a fraction of the cost: an agentic run draws one per tool attempt.
+    """
+    if n is None:
+        return _one_latency(dist, rng)
     if dist.kind == "fixed":
-        x = np.full(size, float(dist.value))
+        x = np.full(n, float(dist.value))
     elif dist.kind == "uniform":
         if dist.min > dist.max:
             raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
-        x = rng.uniform(dist.min, dist.max, size=size)
+        x = rng.uniform(dist.min, dist.max, size=n)
     elif dist.kind == "lognormal":
-        x = rng.lognormal(math.log(dist.median), dist.sigma, size=size)
+        x = rng.lognormal(math.log(dist.median), dist.sigma, size=n)
         if dist.max is not None:
             x = np.minimum(x, dist.max)
     elif dist.kind == "empirical":
-        x = rng.choice(_empirical_seconds(dist.path, dist.column), size=size, replace=True)
+        x = rng.choice(_empirical_seconds(dist.path, dist.column), size=n, replace=True)
     else:
         raise TypeError(f"unknown latency distribution {type(dist).__name__}")
-    return float(x[0]) if n is None else x
+    return x
+
+
+def _one_latency(dist: LatencyDistribution, rng: np.random.Generator) -> float:
+    if dist.kind == "fixed":
+        return float(dist.value)
+    if dist.kind == "uniform":
+        if dist.min > dist.max:
+            raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
+        return float(rng.uniform(dist.min, dist.max))
+    if dist.kind == "lognormal":
+        x = float(rng.lognormal(math.log(dist.median), dist.sigma))
+        return x if dist.max is None else min(x, float(dist.max))
+    if dist.kind == "empirical":
+        return float(rng.choice(_empirical_seconds(dist.path, dist.column)))
+    raise TypeError(f"unknown latency distribution {type(dist).__name__}")
 
 
 def attempt_outcome(latency_s: float, failed: bool, timeout_s: float | None) -> tuple[Outcome, float]:

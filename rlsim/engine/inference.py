@@ -6,7 +6,10 @@ to the next change is a closed-form sum over steps (`DecodeCoefficients`). The e
 token by token, so simulated cost grows with sequences, not with tokens.
 
 Bookkeeping is O(1)/O(log n) per event: a global step counter `tick`, each running request's
-finish tick in a heap, and the total running context S kept as `base + B * tick`.
+finish tick in a heap, and the total running context S kept as `base + B * tick`. A request that
+arrives mid-segment does not interrupt the process: the segment's end is re-planned to the end of
+the step in flight (one timeout, no Interrupt event, no exception), and further arrivals in that
+step change nothing, exactly as an engine's scheduler looks at its queue once per step.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections import OrderedDict, deque
 from typing import Literal
 
 import simpy
+from simpy.events import URGENT
 
 from rlsim.costs.generation import DecodeCoefficients, decode_coefficients, prefill_time
 from rlsim.engine.environment import SimEnvironment
@@ -71,7 +75,11 @@ class InferenceEngine:
         # Decode coefficients per batch size; engines of one model/hardware/tp may share the table.
         self._coeffs: dict[int, DecodeCoefficients] = {} if decode_cache is None else decode_cache
         self._wake = None  # event an idle engine waits on
-        self._decoding = False  # inside an interruptible decode segment
+        self._decoding = False  # inside a decode segment whose end may still be re-planned
+        self._segment: tuple[float, float, int, int, DecodeCoefficients] | None = None  # start, dt, s0, n, c
+        self._segment_end: simpy.Event | None = None  # the event the process waits on to end the segment
+        self._segment_steps = 0  # steps the segment will have run when it ends
+        self.load_watch: set | None = None  # a schedule's set of engines whose load may have changed
         self._pause_requested = None  # event to fire once paused
         self._resume_evt = None
         self._resume_mode: ResumeMode = "keep"
@@ -95,6 +103,7 @@ class InferenceEngine:
         req.arrival_s = self.env.now
         req.done = self.env.event()
         self.waiting.append(req)
+        self._load_changed()
         if len(self.running) < self.settings.max_num_seqs:
             self._wake_up()
         return req.done
@@ -103,6 +112,7 @@ class InferenceEngine:
         """Drop a request wherever it is; its KV is freed and `done` fires with `aborted` set."""
         if req.finished or req.aborted:
             return
+        self._load_changed()
         if req in self.running:
             self._leave(req)
             self._wake_up()
@@ -142,12 +152,47 @@ class InferenceEngine:
     # ------------------------------------------------------------------ internals
 
     def _wake_up(self) -> None:
-        """Tell the engine its batch may change: wake it if idle, interrupt it if decoding."""
+        """Tell the engine its batch may change: wake it if idle, cut its decode segment short if decoding."""
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
         elif self._decoding:
             self._decoding = False
-            self.process.interrupt()
+            self._replan_segment()
+
+    def _replan_segment(self) -> None:
+        """End the running decode segment after the step in flight (at once if none is in flight).
+
+        The process keeps waiting; only the event it waits on changes: its resume callback moves from
+        the segment's timeout (left to expire unheard) to a timeout at the end of the step in flight,
+        or, with no step in flight, to an urgent event now (where an Interrupt would have woken it).
+        """
+        env = self.env
+        start, dt, s0, n, c = self._segment
+        wait = None
+        if env.now < start + dt:
+            elapsed = env.now - start
+            k = c.steps_within(s0, elapsed, n) if elapsed > 0 else 0
+            if k < n and c.steps_time(s0, k) < elapsed:  # a step is in flight: finish it
+                k += 1
+                end = start + c.steps_time(s0, k)
+                if end > env.now:
+                    wait = end - env.now
+            self._segment_steps = k
+        if wait is not None:
+            new = env.timeout(wait)
+        else:
+            new = env.event()
+            new._ok, new._value = True, None
+            env.schedule(new, URGENT)
+        old = self._segment_end
+        new.callbacks, old.callbacks = old.callbacks, []
+        self.process._target = new  # SimPy's record of what the process waits on (as Interrupt uses it)
+        self._segment_end = new
+
+    def _load_changed(self) -> None:
+        """Tell the schedule watching this engine's `load` (its least-loaded choice) to look again."""
+        if self.load_watch is not None:
+            self.load_watch.add(self)
 
     def _running_context(self) -> int:
         return self._base + len(self.running) * self._tick
@@ -359,6 +404,7 @@ class InferenceEngine:
     def _run(self):
         env = self.env
         while True:
+            self._load_changed()  # every change of `load` in the process happens between here and the next yield
             if self._pause_requested is not None:
                 yield from self._pause_point()
                 continue
@@ -399,25 +445,13 @@ class InferenceEngine:
             c = self._coefficients(len(self.running))
             s0 = self._running_context()
             dt = c.steps_time(s0, n)
-            start = env.now
+            self._segment = (env.now, dt, s0, n, c)
+            self._segment_steps = n
+            self._segment_end = env.timeout(dt)
             self._decoding = True
-            try:
-                yield env.timeout(dt)
-                interrupted = False
-            except simpy.Interrupt:
-                interrupted = True
+            yield self._segment_end  # an arrival may re-plan it to end sooner (_replan_segment)
             self._decoding = False
-            if interrupted and env.now < start + dt:
-                # Woken early: finish the step in flight, then let the batch change.
-                elapsed = env.now - start
-                k = c.steps_within(s0, elapsed, n) if elapsed > 0 else 0
-                if k < n and c.steps_time(s0, k) < elapsed:  # a step is in flight: finish it
-                    k += 1
-                    end = start + c.steps_time(s0, k)
-                    if end > env.now:
-                        yield env.timeout(end - env.now)
-                n = k
-            self._advance(n)
+            self._advance(self._segment_steps)
             self._pop_completions()
 
     def _decode_horizon(self, reserved: float = 0.0) -> int:

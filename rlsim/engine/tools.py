@@ -10,10 +10,16 @@ slot back before waiting out the backoff, exactly as a client-side retry loop do
 All randomness comes from `env.rng`, drawn in event order (latency, then the failure draw when
 0 < failure_prob < 1, then the observation length of a successful call), so a run is reproducible
 from its seed and a tool that cannot fail leaves the generator's stream untouched by failure draws.
+
+A pool is a hand-made FIFO rather than a simpy.Resource so that the common cases cost no event: a
+free slot asked for when nothing else is due at this instant is taken at once (the grant event would
+have been the very next one processed, so nothing, random draws included, happens in another order),
+and a slot given back with nobody waiting is simply freed. A waiter is handed the slot directly.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,7 +30,7 @@ import simpy
 
 from rlsim.costs.environment import Outcome, attempt_outcome, backoff_delay, sample_latency
 from rlsim.scenario.schema import EnvironmentsSpec, EnvPoolSpec, ToolSpec
-from rlsim.workload import sample_lengths
+from rlsim.workload import sample_length
 
 TOOL_STATS_COLUMNS = [
     "calls", "ok_calls", "failed_calls", "attempts", "failed_attempts", "timeouts",
@@ -42,7 +48,8 @@ class EnvironmentPool:
         self.env = env
         self.name = name
         self.spec = spec
-        self.resource = simpy.Resource(env, capacity=spec.concurrency)
+        self.slots_free = spec.concurrency
+        self._waiting: deque[simpy.Event] = deque()  # grant events of callers queued for a slot, FIFO
         self.in_service = 0
         self.max_in_service = 0
         self.queue_times: list[float] = []  # per slot request, in grant order
@@ -69,17 +76,56 @@ class EnvironmentPool:
 
         `seconds` may be a function called once the slot is granted, so that draws happen in event order.
         """
-        asked = self.env.now
-        with self.resource.request() as req:
-            yield req
-            queued = self.env.now - asked
-            self.queue_times.append(queued)
-            self._set_in_service(+1)
-            try:
-                yield self.env.timeout(seconds() if callable(seconds) else seconds)
-            finally:
-                self._set_in_service(-1)
+        env = self.env
+        asked = env.now
+        if self.slots_free and not self._waiting and env.peek() > asked:
+            self.slots_free -= 1  # the fast path: no event, and nothing else is due before the grant
+        else:
+            yield from self._queue_for_slot()
+        queued = env.now - asked
+        self.queue_times.append(queued)
+        self._set_in_service(+1)
+        try:
+            yield env.timeout(seconds() if callable(seconds) else seconds)
+        except GeneratorExit:  # a process collected after the run: no hand-over (as simpy's `with` does)
+            self._set_in_service(-1)
+            raise
+        except BaseException:
+            self._set_in_service(-1)
+            self._give_back()
+            raise
+        self._set_in_service(-1)
+        self._give_back()
         return queued
+
+    def _queue_for_slot(self) -> Generator[simpy.Event, object, None]:
+        """Wait for a slot in FIFO order (a free one is granted by an event, in event order)."""
+        grant = self.env.event()
+        if self.slots_free and not self._waiting:
+            self.slots_free -= 1
+            grant.succeed()
+        else:
+            self._waiting.append(grant)
+        try:
+            yield grant
+        except BaseException as exc:  # interrupted while queued: leave the queue, or return a granted slot
+            if grant in self._waiting:
+                self._waiting.remove(grant)
+            elif not isinstance(exc, GeneratorExit):
+                self._give_back()
+            raise
+
+    def _give_back(self) -> None:
+        """A slot comes back: the longest waiter gets it, else it is free."""
+        if self._waiting:
+            self._waiting.popleft().succeed()
+        else:
+            self.slots_free += 1
+
+    @property
+    def slots_granted(self) -> int:
+        """Slots held or handed to a caller that has not resumed yet (never above concurrency)."""
+        return self.concurrency - self.slots_free
 
     def cold_start(self, trajectory: Hashable) -> Generator[simpy.Event, object, float]:
         """Charge the environment's start/reset once per trajectory, on a slot; returns the seconds it took.
@@ -184,7 +230,7 @@ class ToolRunner:
             else:
                 stats.failed_attempts += 1
         ok = outcome == "ok"
-        tokens = int(sample_lengths(spec.observation_tokens, 1, rng)[0]) if ok else 0
+        tokens = sample_length(spec.observation_tokens, rng) if ok else 0
         end = self.env.now
         stats.ok_calls += ok
         stats.latencies.append(end - start)

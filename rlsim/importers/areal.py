@@ -78,6 +78,9 @@ def import_areal(path: Path, overrides: list[str], *, model_config: Path | None 
         ledger.error(KEYS["nodes"][0] if ledger.has(KEYS["nodes"][0]) else KEYS["nodes"][1],
                      f"the allocation needs {used} GPUs but the cluster has {nodes} × {per_node}")
     models = {"policy": model_spec(ledger, "actor.path", model_config, "policy")}
+    for key in ("ref.path", "critic.path", "sglang.model_path", "vllm.model", "tokenizer_path"):
+        if ledger.has(key) and ledger.peek(key) == ledger.peek("actor.path"):
+            ledger.use(key, "models.policy (same model)")
     pools, roles = _roles(ledger, config, engines, hw, per_node, colocated)
     algorithm = _algorithm(ledger, "critic" in roles)
     lengths = (_first(ledger, "prompt", "workload.prompt_length.max"),
@@ -117,6 +120,7 @@ def _allocation(ledger: Ledger, config: dict) -> dict[str, Component]:
             if comp.old_syntax:
                 ledger.assume(f"training backend of the old allocation {mode!r}", comp.backend,
                               "--set roles.actor.train.sharding=fsdp|megatron")
+    broken: set[str] = set()
     for group, (prefix, role) in enumerate(PER_ENGINE, start=100):
         key = f"{prefix}.backend"
         value = ledger.peek(key)
@@ -130,11 +134,12 @@ def _allocation(ledger: Ledger, config: dict) -> dict[str, Component]:
             (engines[role],) = parse_allocation(ledger.use(key, f"roles.{role}.parallel and its pool"))
         except ValueError as exc:
             ledger.error(key, str(exc) if "+" not in str(value) else "one engine per backend field")
+            broken.add(role)
             continue
         engines[role].group = group
     _colocations(ledger, engines)
     for role in ("rollout", "actor"):
-        if role not in engines:
+        if role not in engines and role not in broken:
             where = "rollout.backend" if role == "rollout" else "actor.backend"
             ledger.error(where, f"no {role} engine: set allocation_mode or {where} (e.g. "
                          f"{'sglang:d4t2' if role == 'rollout' else 'fsdp:d8'})")

@@ -136,19 +136,17 @@ class Ledger:
 
 def compress(keys: Iterable[str], all_keys: Iterable[str]) -> list[str]:
     """Shortest prefixes (`a.b.*`) covering exactly `keys` among `all_keys`: readable, still complete."""
-    keys, everything = sorted(set(keys)), list(all_keys)
-    chosen: set[str] = set()
     inside = set(keys)
-    for key in keys:
+    mixed: set[str] = set()  # prefixes with at least one leaf outside `keys`
+    for key in all_keys:
+        if key not in inside:
+            parts = key.split(".")
+            mixed.update(".".join(parts[:n]) for n in range(1, len(parts)))
+    chosen: set[str] = set()
+    for key in inside:
         parts = key.split(".")
-        best = key
-        for n in range(1, len(parts)):
-            prefix = ".".join(parts[:n])
-            members = [k for k in everything if k.startswith(prefix + ".")]
-            if members and all(k in inside for k in members):
-                best = prefix + ".*"
-                break
-        chosen.add(best)
+        prefix = next((".".join(parts[:n]) for n in range(1, len(parts)) if ".".join(parts[:n]) not in mixed), None)
+        chosen.add(f"{prefix}.*" if prefix else key)
     return sorted(chosen)
 
 

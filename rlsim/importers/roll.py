@@ -57,9 +57,11 @@ def import_roll(path: Path, overrides: list[str], *, model_config: Path | None =
     models = {"policy": _policy_model(ledger, config, model_config)}
     roles = {WORKERS[w]: _role(ledger, w, placed[WORKERS[w]], lengths) for w in WORKERS if w in config}
     if reward_role is not None:
-        models["reward"] = model_spec(ledger, "rewards." + reward_role.pop("_key") + ".model_args.model_name_or_path",
-                                      None, "reward")
+        judge_key = f"rewards.{reward_role.pop('_key')}.model_args.model_name_or_path"
+        models["reward"] = model_spec(ledger, judge_key, None, "reward")
         roles["reward"] = {**reward_role, **placed["reward"], "model": "reward"}
+        if ledger.peek("reward_pretrain") == ledger.peek(judge_key):
+            ledger.use("reward_pretrain", "models.reward (same model)")
     algorithm = _algorithm(ledger, roles, ranges, algo_extra, agent[0] if agent else None)
     data = {"name": path.stem, "description": f"imported from ROLL config {path.name}", "steps": 3,
             "cluster": {"pools": pools}, "models": models, "roles": roles, "algorithm": algorithm,
@@ -130,10 +132,11 @@ def _role(ledger: Ledger, worker: str, placed: dict, lengths) -> dict[str, Any]:
         device = ledger.use(f"{conf}.zero_optimization.{knob}.device", f"roles.{role}.train.{what}")
         if device is not None:
             train[what] = device == "cpu"
-    checkpointing = ledger.flag(f"{worker}.model_args.disable_gradient_checkpointing",
-                                f"roles.{role}.train.activation_checkpointing = not this")
-    if checkpointing is not None and role in ("actor", "critic"):
-        train["activation_checkpointing"] = not checkpointing
+    if role in ("actor", "critic"):
+        checkpointing = ledger.flag(f"{worker}.model_args.disable_gradient_checkpointing",
+                                    f"roles.{role}.train.activation_checkpointing = not this")
+        if checkpointing is not None:
+            train["activation_checkpointing"] = not checkpointing
     spec.update(parallel={"tp": tp, "pp": pp}, train=train)
     return spec
 

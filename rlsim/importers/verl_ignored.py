@@ -30,6 +30,14 @@ def _any(*tests: Callable[[str], bool]) -> Callable[[str], bool]:
 
 
 RULES: list[tuple[Callable[[str], bool], str]] = [
+    (_leaf("rollout_n"), "a copy of actor_rollout_ref.rollout.n (interpolated)"),
+    (_prefix("critic.ppo_mini_batch_size", "critic.ppo_epochs", "critic.ppo_micro_batch_size",
+             "critic.forward_max_token_len_per_gpu", "critic.forward_micro_batch_size",
+             "critic.forward_micro_batch_size_per_gpu"),
+     "rlsim's critic follows the actor's mini-batches and epochs and its own token budget"),
+    (_prefix(*(f"actor_rollout_ref.rollout.log_prob_{k}" for k in (
+        "micro_batch_size", "use_dynamic_bsz", "max_token_len_per_gpu", "micro_batch_size_per_gpu"))),
+     "old log-probs: rlsim's actor forward pass uses the actor's token budget"),
     (_leaf("_target_"), "Hydra instantiation targets"),
     (_prefix("hydra", "defaults", "model_engine"), "Hydra composition settings"),
     (_segment("profiler", "global_profiler", "npu_profile", "prometheus", "trace", "skip"),

@@ -50,7 +50,7 @@ class SearchResult:
     evaluations: list[Evaluation]
     ranking: list[Evaluation]  # the last rung's constraint-satisfying evaluations, best first
     sampler: str
-    cpu_s: float  # in the worker
+    wall_s: float
     cpu_s: float
 
 
@@ -208,7 +208,7 @@ def _prune(batch: list[Candidate], evals: list[Evaluation], k: int, objective: O
         why = bound_violation(c, constraints)
         best = bound_objective(c.bound, c.price_usd_per_hour, objective, steps_for_time)
         if not why and best < bar:
-            why = f"bound: {objective} at best {_fmt_objective(best, objective)} < {k}-th best so far " \
+            why = f"bound: {objective} at best {_fmt_objective(best, objective)} < #{k} so far " \
                   f"{_fmt_objective(bar, objective)}"
         if why:
             c.status, c.reason = "pruned", why

@@ -183,8 +183,9 @@ def _phase_panel(ax, table: pd.DataFrame, labels: list[str], ci: pd.DataFrame | 
         ax.bar(x - 0.4 + width * (i + 0.5), table[col].fillna(0.0), width=width, color=timing_color(col),
                yerr=_err(ci, col), capsize=2, label=col.removeprefix("timing_s/"))
     ax.scatter(x, table["step_time_s"], marker="_", s=600, color="black", zorder=5, label="step time")
-    top = np.nanmax(table[[*cols, "step_time_s"]].to_numpy(dtype=float)) if cols else 1.0
-    ax.set_ylim(0, top * 1.15)
+    tops = [table[c].fillna(0.0).to_numpy() + (_err(ci, c) if _err(ci, c) is not None else 0.0) for c in cols]
+    top = float(np.nanmax([*map(np.max, tops), np.nanmax(table["step_time_s"].to_numpy(dtype=float))]))
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1)
     _xticks(ax, labels)
     ax.set_ylabel("seconds")
     ax.set_title("Mean time per phase and step time (lower is better)")
@@ -208,8 +209,9 @@ def _idle_panel(ax, table: pd.DataFrame, labels: list[str], ci: pd.DataFrame | N
     _xticks(ax, labels)
     ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     values = table[idle_cols].to_numpy(dtype=float)
-    top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
-    ax.set_ylim(0, max(0.05, top * 1.3))
+    errs = np.array([e if (e := _err(ci, c)) is not None else np.zeros(len(labels)) for c in idle_cols]).T
+    top = float(np.nanmax(values + errs)) if np.isfinite(values).any() else 0.0
+    ax.set_ylim(0, min(1.05, max(0.05, top * 1.3)))
     ax.set_title("GPU idle fraction (lower is better)")
     if multi_pool:
         legend_outside(ax)

@@ -12,8 +12,9 @@ import math
 
 def metric_kind(key: str) -> str:
     """seconds, fraction, usd, rate, count or number, from the summary key's name."""
-    name = key.rsplit("/", 1)[0] if key.startswith(("idle_fraction_by_pool/", "busy_fraction_by_phase/")) else key
-    if "fraction" in name or key.startswith(("idle/", "busy/")):
+    grouped = ("idle_fraction_by_pool/", "busy_fraction_by_phase/", "critical_path_share_by_phase/")
+    name = key.rsplit("/", 1)[0] if key.startswith(grouped) else key
+    if "fraction" in name or "share" in name or key.startswith(("idle/", "busy/")):
         return "fraction"
     if "usd" in name or name.startswith("cost"):
         return "usd"

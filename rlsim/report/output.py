@@ -215,10 +215,13 @@ def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tupl
         ("measured steps", f"{values['steps']:.0f}{warm}"),
         ("step time (mean)", val("step_time_s")),
     ]
-    step = values.get("step_time_s") or 0.0
+    # Phase timers overlap in asynchronous schedules (generation runs beside training): they are shown
+    # as seconds only; the critical-path shares below are the ones that add up to 100%.
     for phase in [k.removeprefix("timing_s/") for k in values if k.startswith("timing_s/")]:
-        mean = values[f"timing_s/{phase}"]
-        rows.append((f"  {phase}", val(f"timing_s/{phase}", f" ({mean / step:.0%})" if step else "")))
+        rows.append((f"  {phase}", val(f"timing_s/{phase}")))
+    for key in [k for k in values if k.startswith("critical_path_share_by_phase/")]:
+        label = key.removeprefix("critical_path_share_by_phase/")
+        rows.append((f"  critical path: {label}", val(key)))
     rows += [
         ("throughput", val("throughput_tokens_per_s", " tok/s")),
         ("  per GPU", val("throughput_tokens_per_s_per_gpu", " tok/s")),

@@ -22,6 +22,7 @@ from rlsim.engine.fleet import role_hardware
 from rlsim.engine.request import Request
 from rlsim.schedules.base import StepOutcome
 from rlsim.schedules.groups import Group, Sample
+from rlsim.schedules.least_loaded import LeastLoaded
 from rlsim.schedules.rl_base import RLSchedule
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import sample_lengths
@@ -53,6 +54,7 @@ class FullyAsyncSchedule(RLSchedule):
         self.running_groups = 0
         self.accepted_groups = 0
         self.buffer: list[Group] = []
+        self._buffer_checked = (-1, 0)  # (policy version, n): the first n buffered groups were fresh at it
         self.rollout_version = 0
         self.syncs = 0  # weight pushes so far: the version index the admission rule counts in
         # verl's rule bounds how far rollout runs ahead but never drops samples; AReaL's drops them.
@@ -67,7 +69,8 @@ class FullyAsyncSchedule(RLSchedule):
         self.multi_version = 0
         self.stopping = False
         self._resubmit: list[Sample] = []
-        self._pinned = {e.name: 0 for e in self.engines}  # live trajectories per engine
+        self._by_load = LeastLoaded(self.engines)  # requests plus live trajectories pinned, per engine
+        self._engine_named = {e.name: e for e in self.engines}
         algo = self.scenario.algorithm
         self.reward_s = algo.rule_reward_s_per_sample if "reward" not in self.scenario.roles else 0.0
         self.reward_workers = simpy.Resource(env, capacity=algo.rule_reward_workers)
@@ -110,7 +113,7 @@ class FullyAsyncSchedule(RLSchedule):
 
     def _least_loaded(self):
         """The engine with the fewest requests plus live trajectories pinned to it (sticky multi-turn)."""
-        return min(self.engines, key=lambda e: (e.load + self._pinned[e.name], e.name))
+        return self._by_load.pick()
 
     def _launch_group(self) -> None:
         env, scn = self.env, self.scenario
@@ -131,7 +134,7 @@ class FullyAsyncSchedule(RLSchedule):
                 g.samples.append(s)
                 s.trajectory = Trajectory(s.sid, prompt, int(turns))
                 engine = self._least_loaded()
-                self._pinned[engine.name] += 1
+                self._by_load.add(engine, +1)
                 proc = env.process(run_trajectory(env, engine, self.tools, agent, s.trajectory,
                                                   self.next_request_id, on_request=self._track_turn))
                 proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
@@ -162,7 +165,7 @@ class FullyAsyncSchedule(RLSchedule):
             s.trajectory.cancelled = True
         req = s.request
         if req is not None and not req.finished and not req.aborted:
-            engine = next(e for e in self.engines if e.name == req.engine)
+            engine = self._engine_named[req.engine]
             self._live.pop(req, None)
             engine.abort(req)
             if s.trajectory is None:
@@ -177,7 +180,7 @@ class FullyAsyncSchedule(RLSchedule):
 
     def _trajectory_done(self, s: Sample) -> None:
         t = s.trajectory
-        self._pinned[t.engine] -= 1
+        self._by_load.add(self._engine_named[t.engine], -1)
         s.generated = t.generated
         s.observation_tokens = t.observation_tokens
         s.version_tokens = dict(t.version_tokens)
@@ -294,6 +297,7 @@ class FullyAsyncSchedule(RLSchedule):
         engine.__dict__.pop("_admit", None)
         held = self._held.pop(engine.name, [])
         engine.waiting.extendleft(reversed(held))
+        self._by_load.touch(engine)  # its queue changed from outside the engine
 
     def _drain(self):
         """AReaL's non-interruptible update: every engine finishes what it is running; nothing new starts."""
@@ -355,10 +359,18 @@ class FullyAsyncSchedule(RLSchedule):
     # ------------------------------------------------------------------ trainer
 
     def _take_batch(self) -> list[Group] | None:
-        """Oldest groups first; samples beyond the staleness bound are dropped, not trained."""
+        """Oldest groups first; samples beyond the staleness bound are dropped, not trained.
+
+        The trainer looks each time a group finishes; a group found fresh and trainable stays so until
+        the policy version moves (its samples are sealed), so only groups added since are examined.
+        """
+        version, checked = self._buffer_checked
+        start = checked if version == self.env.policy_version else 0
+        new = self.buffer[start:]
+        examined = len(new)
         if self.eta is not None and self.drop_stale:
             keep = []
-            for g in self.buffer:
+            for g in new:
                 stale = self.env.policy_version - min(s.oldest_version for s in g.samples)
                 if stale > self.eta:
                     g.taken_s = self.env.now
@@ -367,19 +379,23 @@ class FullyAsyncSchedule(RLSchedule):
                     self.accepted_groups -= 1  # a rejected group frees its admission slot (AReaL)
                 else:
                     keep.append(g)
-            if len(keep) < len(self.buffer):
+            if len(keep) < len(new):
                 self._wake("_rollout_wake")
-            self.buffer = keep
-        dead = [g for g in self.buffer if all(s.outcome != "completed" for s in g.samples)]
+            new = keep
+        dead = [g for g in new if all(s.outcome != "completed" for s in g.samples)]
         if dead:  # a group whose every trajectory failed has nothing to train on: it frees its slot
             self.accepted_groups -= len(dead)
-            self.buffer = [g for g in self.buffer if g not in dead]
+            new = [g for g in new if g not in dead]
             self._wake("_rollout_wake")
+        if len(new) < examined:
+            self.buffer = self.buffer[:start] + new
+        self._buffer_checked = (self.env.policy_version, len(self.buffer))
         if len(self.buffer) < self.batch_groups:
             return None
         if not self.verl:  # AReaL: oldest first; verl's message queue is FIFO (finish order)
             self.buffer.sort(key=lambda g: (g.start_version, g.finished_s, g.gid))
         batch, self.buffer = self.buffer[: self.batch_groups], self.buffer[self.batch_groups:]
+        self._buffer_checked = (self.env.policy_version, len(self.buffer))
         for g in batch:
             g.taken_s = self.env.now
         if self.verl:

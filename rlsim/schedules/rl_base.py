@@ -17,6 +17,7 @@ from rlsim.engine.request import Request
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
 from rlsim.schedules.gpu_locks import GpuLocks
+from rlsim.schedules.least_loaded import LeastLoaded
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import LengthSampler, sample_lengths
 
@@ -36,6 +37,7 @@ class RLSchedule(Schedule):
         self.gpu_locks = GpuLocks(env, scn)
         # An LLM judge (reward role with an engine section) is served by engines of its own.
         self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
+        self._judge_by_load = LeastLoaded(self.judges)
         for role, spec in scn.roles.items():
             if role != "rollout" and not (role == "reward" and self.judges):
                 env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
@@ -60,7 +62,7 @@ class RLSchedule(Schedule):
         reqs = []
         for n in seq_lens:
             req = Request(self.next_request_id(), int(n), out, meta={"judge": True})
-            min(self.judges, key=lambda e: (e.load, e.name)).submit(req)
+            self._judge_by_load.pick().submit(req)  # the least-loaded judge (ties: by name)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
 

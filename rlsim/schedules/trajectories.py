@@ -9,12 +9,14 @@ not wait on them unless the schedule makes them.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
 from rlsim.engine.request import Request
-from rlsim.workload import sample_lengths
+from rlsim.workload import sample_length
 
 OUTCOMES = ("completed", "failed", "aborted", "dropped")
 
@@ -47,9 +49,21 @@ class Trajectory:
 
 
 def pick_tool(tool_mix: dict[str, float], rng: np.random.Generator) -> str:
-    names = sorted(tool_mix)
-    weights = np.array([tool_mix[n] for n in names], dtype=float)
-    return names[int(rng.choice(len(names), p=weights / weights.sum()))]
+    """A tool by weight: what `rng.choice(len(names), p=weights / weights.sum())` picks, from the same draw.
+
+    numpy's choice draws one uniform and searches the normalised cumulative weights; doing that here
+    with the table built once per mix skips choice's per-call validation (weights are checked at load).
+    """
+    names, cdf = _tool_table(tuple(sorted(tool_mix.items())))
+    return names[bisect_right(cdf, rng.random())]
+
+
+@cache
+def _tool_table(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    weights = np.array([w for _, w in mix], dtype=float)
+    cdf = (weights / weights.sum()).cumsum()
+    cdf /= cdf[-1]
+    return tuple(n for n, _ in mix), tuple(cdf.tolist())
 
 
 def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_request=None):
@@ -66,7 +80,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
         room = agent.max_context_tokens - traj.context - new_tokens
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
-        want = int(sample_lengths(agent.tokens_per_turn, 1, rng)[0])
+        want = sample_length(agent.tokens_per_turn, rng)
         req = Request(next_rid(), new_tokens, max(1, min(want, room)), prefix_tokens=traj.context,
                       trajectory_id=("traj", traj.tid), meta={"trajectory": traj.tid, "turn": turn})
         start = env.now

@@ -1,0 +1,167 @@
+"""`rlsim plan`: the space schema, layouts, bounds, the search and its evidence, and the findings it reproduces."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from rlsim.cli import app
+from rlsim.paths import shipped_dir
+from rlsim.plan import make_plan, parse_space
+from rlsim.plan.candidates import enumerate_candidates
+from rlsim.plan.layouts import allocate, partitions
+from rlsim.plan.report import latest, plan_table
+from rlsim.plan.search import run_search
+from rlsim.reproduce import hybridflow_placement as hf
+from rlsim.scenario.errors import ScenarioError
+from rlsim.scenario.loader import load_scenario
+from rlsim.simulate import simulate
+
+SCENARIOS = shipped_dir("scenarios")
+cli = CliRunner()
+
+
+def hybridflow_space(gpus: int, layouts: list[str]) -> dict:
+    return {
+        "gpus": [{"hardware": "a100-80gb", "counts": [gpus]}],
+        "schedules": [{"kind": "hybridflow", "layouts": layouts}],
+        "parallel": {"generation_tp": list(hf.GEN_TP),
+                     "training": [{"tp": 8, "pp": pp, "offload": o} for pp, o in hf.TRAIN_CONFIGS]},
+        "search": {"rungs": [1]},
+    }
+
+
+def test_space_errors_are_one_line_each_at_their_path():
+    with pytest.raises(ScenarioError) as info:
+        parse_space({"gpu": [], "schedules": [{"kind": "fully-async", "layouts": ["colocate"]}],
+                     "search": {"rungs": [3, 1]}}, "space.yaml")
+    lines = info.value.lines()
+    assert "space.yaml: gpu: unknown key" in lines
+    assert any(line.startswith("space.yaml: schedules[0]:") and "disaggregated" in line for line in lines)
+    assert any(line.startswith("space.yaml: search.rungs") or "rungs must be increasing" in line for line in lines)
+
+
+def test_fifteen_groupings_of_ppo_models_and_standalone_sets_as_the_reproduction():
+    groups = partitions(("actor", "critic", "reference", "reward"))
+    assert len(groups) == 15 and len({tuple(g) for g in groups}) == 15
+    for gpus, sets in hf.STANDALONE_GPUS.items():
+        assert allocate(gpus, [4, 2, 1, 1], 8) == list(sets)
+
+
+@pytest.mark.parametrize(("model", "gpus", "layouts"), [("7b", 16, ["partitions"]),
+                                                         ("34b", 128, ["colocate", "split", "standalone"])])
+def test_hybridflow_plan_recovers_the_reproduction_winner(model, gpus, layouts):
+    space = parse_space(hybridflow_space(gpus, layouts))
+    cands = enumerate_candidates(hf.base_scenario(model), space)
+    result = run_search(cands, "throughput", space.constraints, space.search)
+    best = result.candidates[result.ranking[0].candidate]
+    expected = hf.winners(hf.run_grid(models=(model,), gpus=(gpus,)))
+    assert best.knobs["layout"] == expected["placement"].iloc[0]
+    assert result.ranking[0].summary["throughput_tokens_per_s"] == pytest.approx(
+        expected["throughput_tokens_per_s"].iloc[0], rel=1e-9)
+    if layouts == ["partitions"]:
+        assert len({c.knobs["sets"] for c in cands}) == 15
+    # The bound is an upper bound on every simulated throughput, and pruning never dropped the winner.
+    for e in result.evaluations:
+        assert result.candidates[e.candidate].bound["throughput_tokens_per_s"] >= e.summary["throughput_tokens_per_s"]
+    assert all("bound" in c.reason for c in cands if c.status == "pruned")
+
+
+def _small_plan(tmp_path: Path, backend: str, name: str) -> pd.DataFrame:
+    space = parse_space(hybridflow_space(16, ["colocate", "split"]))
+    outcome = make_plan(SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml", space, tmp_path / name, backend=backend,
+                        workers=2)
+    return pd.read_csv(outcome.paths["csv"])
+
+
+def test_same_seed_same_plan_serial_and_local(tmp_path):
+    serial = _small_plan(tmp_path, "serial", "a")
+    again = _small_plan(tmp_path, "serial", "b")
+    local = _small_plan(tmp_path, "local", "c")
+    pd.testing.assert_frame_equal(serial, again)
+    pd.testing.assert_frame_equal(serial, local)
+    assert set(serial["status"]) >= {"evaluated", "pruned"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None or not os.environ.get("RLSIM_TEST_RAY"),
+                    reason="Ray start-up takes ~20 s: set RLSIM_TEST_RAY=1 (and install rlsim[ray])")
+def test_ray_gives_the_local_plan(tmp_path):
+    pd.testing.assert_frame_equal(_small_plan(tmp_path, "ray", "r"), _small_plan(tmp_path, "local", "l"))
+
+
+def test_outputs_are_evidence_and_recommendations_run(tmp_path):
+    space = parse_space(hybridflow_space(16, ["colocate", "split", "standalone"]))
+    outcome = make_plan(SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml", space, tmp_path, backend="serial")
+    table = pd.read_csv(outcome.paths["csv"])
+    assert table.loc[table["status"] != "evaluated", "reason"].notna().all()
+    assert outcome.paths["png"].stat().st_size > 10_000
+    rec = outcome.paths["rec1"]
+    scn = load_scenario(rec)  # what `rlsim run` loads
+    assert scn.steps == 2 and scn.schedule.placement == "colocate"
+    text = outcome.paths["md"].read_text()
+    assert "bottleneck phase: generate" in text and "would need" in text
+
+
+@pytest.fixture(scope="module")
+def areal_plan(tmp_path_factory):
+    space = parse_space({"gpus": [{"hardware": "h800", "counts": [32]}], "generation_fraction": [0.5, 0.75],
+                         "schedules": [{"kind": "fully-async"}], "search": {"rungs": [1], "top_k": 2}})
+    outcome = make_plan(SCENARIOS / "async" / "areal-1.5b-h800.yaml", space, tmp_path_factory.mktemp("areal"),
+                        backend="serial")
+    return {result_label(outcome, e): e.summary for e in latest(outcome.result).values()}
+
+
+def result_label(outcome, e) -> str:
+    k = outcome.result.candidates[e.candidate].knobs
+    return f"{k['gen_gpus']}+{k['train_gpus']}"
+
+
+def test_areal_split_candidates_are_the_shipped_setup_resized(areal_plan):
+    """75/25 on 32 H800 is the shipped scenario itself: the plan simulates it exactly as `rlsim run` would."""
+    shipped = simulate(load_scenario(SCENARIOS / "async" / "areal-1.5b-h800.yaml", ["steps=1"]))
+    assert areal_plan["24+8"]["throughput_tokens_per_s"] == pytest.approx(
+        shipped.summary["throughput_tokens_per_s"], rel=1e-9)
+    assert set(areal_plan) == {"16+16", "24+8"}
+
+
+@pytest.mark.xfail(strict=True, reason="AReaL's 75/25 > 50/50 is not reproduced: with the shipped 1.5B scenario the "
+                   "8 training GPUs bound the step (train pool ~0% idle, generation 18% idle), README 'Planning'")
+def test_areal_75_25_beats_50_50(areal_plan):
+    assert areal_plan["24+8"]["throughput_tokens_per_s"] > areal_plan["16+16"]["throughput_tokens_per_s"]
+
+
+def test_async_generation_gpus_beyond_a_point_only_add_idle(tmp_path):
+    space = yaml.safe_load((SCENARIOS / "plan" / "verl-async-generation-gpus.yaml").read_text())
+    space["mixes"][0]["generation"]["gpus"] = [8, 16, 32]
+    space["search"]["rungs"] = [1]
+    outcome = make_plan(SCENARIOS / "async" / "verl-dapo-7b-h20-one-step-off.yaml", parse_space(space), tmp_path,
+                        backend="serial")
+    text = outcome.paths["md"].read_text()
+    assert "beyond 16 generation GPUs more only add idle time" in text
+    table = plan_table(outcome.result).set_index("gen_gpus")
+    assert table.loc[32, "idle_fraction_by_pool.gen"] > table.loc[16, "idle_fraction_by_pool.gen"]
+
+
+def test_cli_bad_space_exits_2_with_one_line(tmp_path):
+    bad = tmp_path / "space.yaml"
+    bad.write_text("gpus: [{hardware: h100-sxm, counts: [12]}]\nschedules: [{kind: hybridflow}]\nfoo: 1\n")
+    res = cli.invoke(app, ["plan", "quickstart", "--space", str(bad), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "foo: unknown key" in res.output and "Traceback" not in res.output
+    assert "counts must be whole 8-GPU nodes" in res.output
+
+
+def test_cli_plan_writes_the_folder(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(hybridflow_space(16, ["colocate", "split"])))
+    res = cli.invoke(app, ["plan", "hybridflow/ppo-llama-7b", "--space", str(space), "--out", str(tmp_path / "o"),
+                           "--backend", "serial", "--quiet", "--max-gpus", "16"])
+    assert res.exit_code == 0, res.output
+    assert "a100-80gb x16 colocate tg1" in res.output
+    assert (tmp_path / "o" / "plan.csv").is_file() and (tmp_path / "o" / "pareto.png").is_file()
