@@ -74,9 +74,10 @@ def test_hybridflow_plan_recovers_the_reproduction_winner(model, gpus, layouts):
 
 
 def _small_plan(tmp_path: Path, backend: str, name: str) -> pd.DataFrame:
-    space = parse_space(hybridflow_space(16, ["colocate", "split"]))
-    outcome = make_plan(SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml", space, tmp_path / name, backend=backend,
-                        workers=2)
+    data = hybridflow_space(16, ["colocate", "split"])
+    data["search"].update(batch=2, top_k=2)  # small batches: the bound prunes after the first ones
+    outcome = make_plan(SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml", parse_space(data), tmp_path / name,
+                        backend=backend, workers=2)
     return pd.read_csv(outcome.paths["csv"])
 
 
@@ -103,7 +104,8 @@ def test_outputs_are_evidence_and_recommendations_run(tmp_path):
     assert outcome.paths["png"].stat().st_size > 10_000
     rec = outcome.paths["rec1"]
     scn = load_scenario(rec)  # what `rlsim run` loads
-    assert scn.steps == 2 and scn.schedule.placement == "colocate"
+    assert scn.steps == 2 and sum(p.gpus for p in scn.cluster.pools.values()) == 16
+    assert yaml.safe_load(rec.read_text())["schedule"]["placement"] == "colocate"
     text = outcome.paths["md"].read_text()
     assert "bottleneck phase: generate" in text and "would need" in text
 
@@ -165,3 +167,19 @@ def test_cli_plan_writes_the_folder(tmp_path):
     assert res.exit_code == 0, res.output
     assert "a100-80gb x16 colocate tg1" in res.output
     assert (tmp_path / "o" / "plan.csv").is_file() and (tmp_path / "o" / "pareto.png").is_file()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("optuna") is None, reason="optuna not installed (pip install 'rlsim[plan]')")
+def test_large_space_sampled_by_seeded_nsga2_finds_the_winner():
+    data = hybridflow_space(16, ["partitions"])
+    data["search"].update(exhaustive_limit=10, trials=16, batch=4)
+    space = parse_space(data)
+    runs = []
+    for _ in range(2):
+        cands = enumerate_candidates(hf.base_scenario("7b"), space)
+        result = run_search(cands, "throughput", space.constraints, space.search, seed=3)
+        runs.append([(e.candidate, e.objective) for e in result.evaluations])
+    assert result.sampler == "optuna NSGA-II" and runs[0] == runs[1]
+    assert len({e.candidate for e in result.evaluations}) <= 16
+    assert any(c.status == "not-sampled" for c in cands)
+    assert result.candidates[result.ranking[0].candidate].label == "a100-80gb x16 colocate tg1 tp8-pp1-none"

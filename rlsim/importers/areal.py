@@ -64,7 +64,7 @@ def field_is_count(key: str) -> bool:
 
 def import_areal(path: Path, overrides: list[str], *, model_config: Path | None = None, gpu: str | None = None,
                  sets: list[str] = (), config_dirs: list[Path] = ()) -> Imported:
-    config = load_hydra_config(path, list(overrides), list(config_dirs))
+    config = load_hydra_config(path, list(overrides), list(config_dirs), framework="areal")
     require_framework(config, "areal", str(path))
     ledger = Ledger.of(str(path), config)
     hw = hardware(ledger, gpu)

@@ -62,6 +62,7 @@ class Composer:
         self.choices: dict[str, str] = {}
 
     def find(self, group: str, name: str, where: str) -> Path:
+        name = name.removesuffix(".yaml")
         rel = posixpath.join(group, name) if group else name
         for root in self.search:
             path = root / f"{rel}.yaml"

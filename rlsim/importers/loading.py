@@ -55,11 +55,16 @@ def _installed(rel: str) -> Path | None:
 
 
 def load_hydra_config(
-    path: Path, overrides: list[str], config_dirs: list[Path], default_rel: str | None = None
+    path: Path, overrides: list[str], config_dirs: list[Path], default_rel: str | None = None,
+    framework: str | None = None,
 ) -> dict:
     """The composed, overridden and resolved config, as the framework's entry point sees it."""
     source = str(path)
     data, _ = read_config(path)
+    if framework is not None:
+        found = wrong_framework(data)
+        if found is not None and found != framework:  # say so before composing another framework's defaults
+            require_framework(data, framework, source)
     if "defaults" in data:
         composer = Composer(path, search_dirs(path, data, config_dirs, default_rel))
         choices = composer.collect()

@@ -27,7 +27,7 @@ ADVANTAGES = {"gae": "ppo"}
 
 def import_roll(path: Path, overrides: list[str], *, model_config: Path | None = None, gpu: str | None = None,
                 sets: list[str] = (), config_dirs: list[Path] = ()) -> Imported:
-    config = load_hydra_config(path, list(overrides), list(config_dirs))
+    config = load_hydra_config(path, list(overrides), list(config_dirs), framework="roll")
     require_framework(config, "roll", str(path))
     ledger = Ledger.of(str(path), config)
     for worker in ("actor_train", "actor_infer"):

@@ -33,7 +33,7 @@ ADVANTAGES = {"gae": "ppo", "remax": "remax", "rloo": "rloo", "rloo_vectorized":
 def import_verl(path: Path, overrides: list[str], *, model_config: Path | None = None, gpu: str | None = None,
                 sets: list[str] = (), config_dirs: list[Path] = ()) -> Imported:
     """Compose the config as verl would, map it, validate the scenario (exit-2 problems as ImportProblem)."""
-    config = load_hydra_config(path, list(overrides), list(config_dirs), VERL_CONFIG_DIR)
+    config = load_hydra_config(path, list(overrides), list(config_dirs), VERL_CONFIG_DIR, "verl")
     require_framework(config, "verl", str(path))
     ledger = Ledger.of(str(path), config)
     kind = "fully-async" if isinstance(config.get("async_training"), dict) else \

@@ -31,6 +31,8 @@ class RollSchedule(FullyAsyncSchedule):
         self.expired_groups = 0
         self.redundant_aborted = 0
         self.drop_stale = False  # ROLL expires by start step instead (below)
+        self._expiry_seen = 0  # samples_all[:_expiry_seen] started before the expiry bound last looked at
+        self._expiry_running: list = []  # those of them still running then, in sample order
 
     def group_launch_size(self) -> int:
         return self.scenario.algorithm.samples_per_prompt + self.redundancy
@@ -82,10 +84,10 @@ class RollSchedule(FullyAsyncSchedule):
                 kept.append(g)
         if len(kept) < len(self.buffer):
             self.buffer = kept
+            self._buffer_checked = (-1, 0)  # the buffer changed under the base class's record: look again
             self._wake("_rollout_wake")
-        for s in self.samples_all:  # running groups that can no longer be trained are aborted
-            if not s.finished and s.group.start_version < oldest_ok:
-                self.cancel(s, "expired")
+        for s in self._expired_running(oldest_ok):  # running groups that can no longer be trained are aborted
+            self.cancel(s, "expired")
         batch = super()._take_batch()
         if batch is not None:  # keep only the winners of redundant groups
             need = self.scenario.algorithm.samples_per_prompt
@@ -98,3 +100,18 @@ class RollSchedule(FullyAsyncSchedule):
                         s.outcome = "aborted"
                         self.collector.sample_discarded(s.sid, "redundant")
         return batch
+
+    def _expired_running(self, oldest_ok: int):
+        """Samples still running whose group started before `oldest_ok`, in sample order (as a scan finds them).
+
+        Groups start at non-decreasing versions, so those samples are a prefix of `samples_all`; only the
+        part of it that was still running last time, and the part the bound has just passed, are read.
+        """
+        samples = self.samples_all
+        while self._expiry_seen < len(samples) and samples[self._expiry_seen].group.start_version < oldest_ok:
+            self._expiry_running.append(samples[self._expiry_seen])
+            self._expiry_seen += 1
+        for s in self._expiry_running:
+            if not s.finished:
+                yield s
+        self._expiry_running = [s for s in self._expiry_running if not s.finished]
