@@ -11,10 +11,11 @@ All randomness comes from `env.rng`, drawn in event order (latency, then the fai
 0 < failure_prob < 1, then the observation length of a successful call), so a run is reproducible
 from its seed and a tool that cannot fail leaves the generator's stream untouched by failure draws.
 
-A pool is a hand-made FIFO rather than a simpy.Resource so that the common cases cost no event: a
-free slot asked for when nothing else is due at this instant is taken at once (the grant event would
-have been the very next one processed, so nothing, random draws included, happens in another order),
-and a slot given back with nobody waiting is simply freed. A waiter is handed the slot directly.
+A pool is a hand-made FIFO with simpy.Resource's rules (a slot frees when given back; the head of the
+queue is granted when a request arrives or at the event the give-back schedules) and two shortcuts
+that leave the order of everything, random draws included, unchanged: a free slot asked for when
+nothing else is due at this instant is taken at once (its grant event would have been the very next
+one processed), and a slot given back with nobody waiting schedules no event (it would find no one).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class EnvironmentPool:
         env = self.env
         asked = env.now
         if self.slots_free and not self._waiting and env.peek() > asked:
-            self.slots_free -= 1  # the fast path: no event, and nothing else is due before the grant
+            self.slots_free -= 1  # the shortcut: nothing else is due before the grant would be processed
         else:
             yield from self._queue_for_slot()
         queued = env.now - asked
@@ -99,13 +100,10 @@ class EnvironmentPool:
         return queued
 
     def _queue_for_slot(self) -> Generator[simpy.Event, object, None]:
-        """Wait for a slot in FIFO order (a free one is granted by an event, in event order)."""
+        """Join the FIFO queue; as simpy does, a free slot then goes to the head of the queue."""
         grant = self.env.event()
-        if self.slots_free and not self._waiting:
-            self.slots_free -= 1
-            grant.succeed()
-        else:
-            self._waiting.append(grant)
+        self._waiting.append(grant)
+        self._grant_head()
         try:
             yield grant
         except BaseException as exc:  # interrupted while queued: leave the queue, or return a granted slot
@@ -116,11 +114,18 @@ class EnvironmentPool:
             raise
 
     def _give_back(self) -> None:
-        """A slot comes back: the longest waiter gets it, else it is free."""
+        """A slot comes back, free at once; a waiter gets it when the give-back event is processed."""
+        self.slots_free += 1
         if self._waiting:
+            ev = self.env.event()
+            ev.callbacks.append(self._grant_head)
+            ev.succeed()
+
+    def _grant_head(self, _event: simpy.Event | None = None) -> None:
+        """simpy's Resource rule: the longest waiter (only it) is granted if a slot is free."""
+        if self._waiting and self.slots_free:
+            self.slots_free -= 1
             self._waiting.popleft().succeed()
-        else:
-            self.slots_free += 1
 
     @property
     def slots_granted(self) -> int:
