@@ -169,7 +169,8 @@ def test_cli_plan_writes_the_folder(tmp_path):
     assert (tmp_path / "o" / "plan.csv").is_file() and (tmp_path / "o" / "pareto.png").is_file()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("optuna") is None, reason="optuna not installed (pip install 'rlsim[plan]')")
+@pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
+                    reason="optuna not installed (pip install 'rlsim[plan]')")
 def test_large_space_sampled_by_seeded_nsga2_finds_the_winner():
     data = hybridflow_space(16, ["partitions"])
     data["search"].update(exhaustive_limit=10, trials=16, batch=4)
