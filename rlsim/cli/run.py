@@ -48,7 +48,10 @@ def run(
     )] = 1,
     out: Annotated[Path | None, typer.Option(help="Results folder (default runs/<scenario name>)")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite a results folder that holds a different run")] = False,
-    plots: Annotated[bool, typer.Option(help="Write PNG plots")] = True,
+    plots: Annotated[bool, typer.Option(
+        help="Also draw the PNG plots (off by default: they cost more than the simulation; `rlsim plot DIR` "
+        "draws them later)"
+    )] = False,
     quiet: QuietOption = False,
 ) -> None:
     """Simulate a scenario, print a summary table and write the results folder.
