@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rlsim.plan.search import Evaluation, SearchResult
+from rlsim.report.style import label_column
 from rlsim.sweep.plot import pareto_front
 
 X, Y, HUE = "cost_per_million_tokens_usd", "throughput_tokens_per_s", "staleness_mean"
@@ -54,15 +55,11 @@ def plot_plan_pareto(result: SearchResult, latest: dict[int, Evaluation], top_k:
     ax.set_ylabel("throughput, k tokens/s (higher is better)")
     ax.set_title(f"rlsim plan: {len(data)} simulated candidates", fontsize="medium")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small", loc="lower right")
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=3, frameon=False)
     return fig
 
 
 def _label_column(ax, rows: pd.DataFrame) -> None:
-    n = len(rows)
-    for i, (_, r) in enumerate(rows.iterrows()):
-        y = 0.02 + 0.96 * (i + 0.5) / max(n, 1)
-        tag = f"#{int(r['rank'])} " if pd.notna(r["rank"]) else ""
-        ax.annotate(f"{tag}{r['label']}", (r[X], r[Y] / 1e3), xytext=(1.06, y), textcoords="axes fraction",
-                    fontsize="x-small", va="center", annotation_clip=False,
-                    arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6})
+    points = [(r[X], r[Y] / 1e3, (f"#{int(r['rank'])} " if pd.notna(r["rank"]) else "") + str(r["label"]))
+              for _, r in rows.iterrows()]
+    label_column(ax, points)

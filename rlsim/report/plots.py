@@ -26,6 +26,7 @@ from rlsim.report.style import (  # noqa: E402
     TIMING_PHASE,
     apply_style,
     empty_figure,
+    legend_outside,
     phase_color,
     phase_order,
     save_figure,
@@ -176,7 +177,7 @@ def staleness_hist(samples: pd.DataFrame, steps: pd.DataFrame) -> Figure:
             ax.set_xlabel("RL step")
             ax.set_ylabel("policy versions behind")
             ax.set_title(f"{title} per step (no per-sample data)")
-            ax.legend(fontsize=8)
+            legend_outside(ax, fontsize=8)
             fig.tight_layout()
             return fig
         return empty_figure(title, "no per-sample data")
@@ -233,7 +234,7 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
                 label=f"step {k}",
             )
         if len(step_ids) > 1:
-            ax.legend(fontsize=8, loc="upper left", markerscale=2.5, frameon=False)
+            legend_outside(ax, fontsize=8, markerscale=2.5, frameon=False)
     else:
         sc = ax.scatter(
             shown["rel"],

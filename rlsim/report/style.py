@@ -127,6 +127,20 @@ def legend_outside(ax, **kwargs) -> None:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kwargs)
 
 
+def label_column(ax, points: list[tuple[float, float, str]], x_axes: float = 1.06) -> None:
+    """Labels for points stacked in a column right of the axes, each joined to its point by a thin line.
+
+    Used where labels would collide on the data (Pareto fronts): one row per label, never overlapping.
+    """
+    n = len(points)
+    order = sorted(range(n), key=lambda i: points[i][1])  # bottom to top, as the points lie
+    for slot, i in enumerate(order):
+        x, y, text = points[i]
+        ax.annotate(text, (x, y), xytext=(x_axes, 0.02 + 0.96 * (slot + 0.5) / max(n, 1)),
+                    textcoords="axes fraction", fontsize="x-small", va="center", annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.6})
+
+
 def empty_figure(title: str, message: str, figsize: tuple[float, float] = (8, 3)) -> Figure:
     """A titled panel saying why there is nothing to draw (an empty table), instead of failing."""
     fig, ax = plt.subplots(figsize=figsize)

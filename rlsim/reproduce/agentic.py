@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from rlsim.paths import shipped_dir
-from rlsim.report.style import save_figure
+from rlsim.report.style import legend_outside, save_figure
 from rlsim.scenario.loader import parse_scenario
 from rlsim.simulate import simulate
 
@@ -73,7 +73,7 @@ def plot(tab: pd.DataFrame):
         ax.grid(alpha=0.3)
     a.set_ylabel("throughput (k tokens/s)")
     b.set_ylabel("GPU idle (%)")
-    a.legend(fontsize=8)
+    legend_outside(b, fontsize=8)
     fig.suptitle("Agentic RL: tool latency vs throughput and GPU idle (16 H100, Qwen2.5-7B)")
     fig.tight_layout()
     return fig

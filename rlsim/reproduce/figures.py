@@ -12,7 +12,7 @@ import pandas as pd
 import yaml
 
 from rlsim.paths import shipped_dir
-from rlsim.report.style import save_figure
+from rlsim.report.style import legend_outside, save_figure
 from rlsim.scenario.errors import ScenarioError
 from rlsim.scenario.loader import parse_scenario
 from rlsim.simulate import simulate
@@ -45,7 +45,7 @@ def _line_plot(tab: pd.DataFrame, x: str, ys: list[tuple[str, str]], hue: str, t
         if logx:
             ax.set_xscale("log")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, title=hue, title_fontsize=7)
+    legend_outside(axes[-1], fontsize=7, title=hue, title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

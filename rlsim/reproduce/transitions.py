@@ -22,7 +22,7 @@ from rlsim.costs.resharding import (
 )
 from rlsim.hardware import load_profile
 from rlsim.model_shapes import ModelShape, resolve_preset
-from rlsim.report.style import save_figure
+from rlsim.report.style import legend_outside, save_figure
 
 MODELS = {"7b": 2, "13b": 4, "34b": 8, "70b": 8}  # model -> generation TP (HybridFlow-style choice)
 GPUS = (16, 32, 64, 128)
@@ -69,7 +69,7 @@ def plot_transitions(tab: pd.DataFrame):
         ax.set_xlabel("GPUs (A100, 25 Gb/s per GPU between nodes)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("train -> generate transition (s per step)")
-    axes[0].legend(fontsize=7)
+    legend_outside(axes[-1], fontsize=7)
     fig.tight_layout()
     return fig
 

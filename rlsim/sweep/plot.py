@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from rlsim.report.style import label_column, legend_outside
+
 if TYPE_CHECKING:  # matplotlib loads only when a plot is drawn: `rlsim` starts faster
     from matplotlib.figure import Figure
 
@@ -108,7 +110,7 @@ def plot_sweep(
         title + (f"\nmean over {', '.join(map(_short, averaged))}" if averaged else ""), fontsize="medium"
     )
     if hue:
-        ax.legend(title=None, fontsize="small")
+        legend_outside(ax, fontsize="small")
     ax.grid(alpha=0.3)
     return fig
 
@@ -173,14 +175,13 @@ def plot_pareto(
     keys = [
         k for k in (annotate if annotate is not None else df.attrs.get("params", [])) if k in front.columns
     ]
-    if keys and len(front) <= 15:
-        for _, row in front.iterrows():
-            text = ", ".join(f"{_short(k)}={_label(row[k])}" for k in keys)
-            ax.annotate(text, (row[x], row[y]), textcoords="offset points", xytext=(5, 5), fontsize="x-small")
+    if keys and len(front) <= 15:  # a column of labels beside the axes: they never collide on the data
+        label_column(ax, [(row[x], row[y], ", ".join(f"{_short(k)}={_label(row[k])}" for k in keys))
+                          for _, row in front.iterrows()], x_axes=1.04)
     arrows = ("higher" if maximize[0] else "lower", "higher" if maximize[1] else "lower")
     ax.set_xlabel(f"{x} ({arrows[0]} is better)")
     ax.set_ylabel(f"{y} ({arrows[1]} is better)")
     ax.set_title(f"Pareto front: {_short(y)} vs {_short(x)}", fontsize="medium")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=3, frameon=False)
     ax.grid(alpha=0.3)
     return fig
