@@ -153,3 +153,28 @@ def test_costs_import_only_hardware_and_model_shapes():
     broken = [f"{m} imports {d}" for m, deps in _graph().items() if _unit(m) == "costs"
               for d in deps if _unit(d) not in allowed]
     assert broken == []
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
+
+
+def _has_reason(lines: list[str], start: int, stop: int) -> bool:
+    return any(line.lstrip().startswith("# size:") for line in lines[max(0, start):stop])
+
+
+def test_modules_and_functions_stay_small_or_say_why():
+    """<= 500 lines a module and <= 80 a function, or a `# size: <reason>` comment (module: near the top;
+    function: just above it)."""
+    too_big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        if len(lines) > MAX_MODULE_LINES and not _has_reason(lines, 0, 40):
+            too_big.append(f"{path.relative_to(PACKAGE.parent)}: {len(lines)} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if length > MAX_FUNCTION_LINES and not _has_reason(lines, first - 4, first - 1):
+                    too_big.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {length} lines")
+    assert too_big == []

@@ -147,6 +147,7 @@ def mutated(draw) -> tuple[str, dict, Path, list]:
             parent = parent[part]
         current = parent[path[-1]]
         value = draw(st.sampled_from([*_plausible(current), *_plausible(current), *HOSTILE, DELETE, UNKNOWN_KEY]))
+        value = value if value is DELETE or value is UNKNOWN_KEY else copy.deepcopy(value)  # never share HOSTILE's
         if value is DELETE:
             del parent[path[-1]]
         elif value is UNKNOWN_KEY:

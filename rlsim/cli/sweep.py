@@ -128,6 +128,7 @@ def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     return table
 
 
+# size: a typer command's option list is most of its length
 def sweep(
     target: Annotated[
         str, typer.Argument(help="Scenario YAML (or a shipped scenario's name), or a sweep YAML")

@@ -78,6 +78,8 @@ def closed_engine_stats(engine_stats: pd.DataFrame, timeline: pd.DataFrame | Non
     return both
 
 
+# size: one figure drawn top to bottom (lanes, bars, counters, step marks, legend); split, its parts
+# would pass a dozen shared locals
 def gantt(
     timeline: pd.DataFrame,
     steps: pd.DataFrame | None = None,

@@ -278,6 +278,7 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
     return fig
 
 
+# size: two stacked panels (batch and KV) sharing their time axis and engine colours
 def engine_load(
     engine_stats: pd.DataFrame,
     steps: pd.DataFrame | None = None,

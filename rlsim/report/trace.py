@@ -73,6 +73,7 @@ def _decimate(stats: pd.DataFrame, max_events: int) -> pd.DataFrame:
     return pd.concat(parts)
 
 
+# size: one pass writing the trace's event kinds in order (metadata, slices, counters, flows); each block is short
 def chrome_trace(
     timeline: pd.DataFrame,
     steps: pd.DataFrame | None = None,

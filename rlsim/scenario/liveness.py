@@ -9,6 +9,8 @@ refused here, at validation, with the knob to change, instead of hanging the sim
 
 from __future__ import annotations
 
+import math
+
 from rlsim.csv_inputs import CsvInputError, read_lengths_csv, read_seconds_csv
 from rlsim.limits import MAX_TURNS
 from rlsim.scenario.errors import Problem
@@ -26,6 +28,7 @@ from rlsim.scenario.schema import (
 )
 
 REPLACING_SCHEDULES = ("fully-async", "roll")  # failed trajectories are dropped and relaunched, never trained
+MIN_TRAJECTORY_SUCCESS = 1e-6  # below one success in a million launches a run is practically endless
 
 
 def check_agent(scn: Scenario, prompt_max: int | None, max_length) -> list[Problem]:
@@ -73,16 +76,31 @@ def check_progress(scn: Scenario) -> list[Problem]:
     agent = scn.workload.agent
     if agent is None or schedule.kind not in REPLACING_SCHEDULES or _min_turns(agent.turns) < 2:
         return problems
-    used = [name for name, weight in agent.tool_mix.items() if weight > 0 and name in scn.environments.tools]
-    reasons = {name: _never_succeeds(scn.environments.tools[name]) for name in used}
-    if used and all(reasons.values()):
-        for name in used:
-            key, why = reasons[name]
+    tools = scn.environments.tools
+    mix = {name: w for name, w in agent.tool_mix.items() if w > 0 and name in tools}
+    if not mix:
+        return problems  # reported by the environment checks
+    calls = _min_turns(agent.turns) - 1
+    why = {name: _never_succeeds(tools[name]) for name in mix}
+    if all(why.values()):
+        for name in mix:
+            key, reason = why[name]
             problems.append(Problem(
                 f"environments.tools.{name}.{key}",
-                f"{why}, and every trajectory calls a tool (at least 2 turns): {schedule.kind} drops failed "
+                f"{reason}, and every trajectory calls a tool (at least 2 turns): {schedule.kind} drops failed "
                 "trajectories instead of training on them, so no batch could ever be trained",
             ))
+        return problems
+    total = sum(mix.values())
+    p_call = sum(w / total * (1.0 - _attempt_failure(tools[n]) ** tools[n].max_attempts) for n, w in mix.items())
+    p_trajectory = p_call**calls
+    if p_trajectory < MIN_TRAJECTORY_SUCCESS:
+        problems.append(Problem(
+            "workload.agent.turns",
+            f"every trajectory makes at least {calls} tool calls, each succeeding with probability {p_call:.3g}: "
+            f"only {p_trajectory:.1e} of trajectories can finish, and {schedule.kind} trains only those, so the "
+            "run would relaunch trajectories practically forever (raise the tools' success odds or lower the turns)",
+        ))
     return problems
 
 
@@ -95,6 +113,33 @@ def _never_succeeds(tool: ToolSpec) -> tuple[str, str] | None:
         return "timeout_s", (f"timeout_s {tool.timeout_s:g} cuts off every attempt (the fastest takes "
                              f"{fastest:g} s)")
     return None
+
+
+def _attempt_failure(tool: ToolSpec) -> float:
+    """Probability that one attempt fails: it times out, or fails outright (rlsim/costs/environment.py)."""
+    timeout = 0.0 if tool.timeout_s is None else _p_slower(tool, tool.timeout_s)
+    return timeout + (1.0 - timeout) * tool.failure_prob
+
+
+def _p_slower(tool: ToolSpec, t: float) -> float:
+    """P(latency > t) for the tool's latency law (0 when its file is unreadable: reported elsewhere)."""
+    lat = tool.latency
+    if isinstance(lat, FixedSeconds):
+        return float(lat.value > t)
+    if isinstance(lat, UniformSeconds):
+        if lat.max <= t or lat.min > t:
+            return float(lat.min > t)
+        return (lat.max - t) / (lat.max - lat.min)
+    if isinstance(lat, LognormalSeconds):
+        if (lat.max is not None and lat.max <= t) or lat.sigma == 0:
+            return float(min(lat.median, lat.max or lat.median) > t)
+        z = (math.log(t) - math.log(lat.median)) / lat.sigma
+        return 0.5 * math.erfc(z / math.sqrt(2.0))
+    try:
+        values = read_seconds_csv(lat.path, lat.column)
+    except CsvInputError:
+        return 0.0
+    return sum(v > t for v in values) / len(values)
 
 
 def _min_latency(tool: ToolSpec) -> float | None:

@@ -5,6 +5,9 @@ mirror verl / vLLM / ROLL / AReaL where those systems have one (`gpu_memory_util
 `max_num_seqs`, `rollout.n` ~ `samples_per_prompt`, `data.train_batch_size` ~ `prompts_per_step`).
 """
 
+# size: the scenario language is one pydantic tree (one JSON schema, one error path per field); split
+# across modules its cross-references (pools, models, roles) would need forward imports everywhere.
+
 from __future__ import annotations
 
 import re

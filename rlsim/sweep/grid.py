@@ -29,22 +29,10 @@ import yaml
 
 from rlsim.scenario.errors import Problem, ScenarioError
 from rlsim.scenario.loader import parse_scenario, read_yaml
+from rlsim.sweep.errors import SweepError
 
 SWEEP_FILE_KEYS = ("scenario", "grid", "zip", "seeds", "set")
 _CLOSERS = {"[": "]", "{": "}", "(": ")"}
-
-
-class SweepError(ScenarioError):
-    """Bad sweep input: carries ready-made lines (`source: where: what`), possibly from several files."""
-
-    def __init__(self, lines: Sequence[str]):
-        self._lines = list(dict.fromkeys(lines))
-        self.source = ""
-        self.problems = []
-        Exception.__init__(self, "\n".join(self._lines))
-
-    def lines(self) -> list[str]:
-        return list(self._lines)
 
 
 # ---------------------------------------------------------------- values

@@ -63,7 +63,7 @@ class ResultStore:
 
     def __init__(self, root: str | Path):
         from rlsim.report.output import prepare_out_dir
-        from rlsim.sweep.grid import SweepError
+        from rlsim.sweep.errors import SweepError
 
         self.root = Path(root)
         self.points_dir = self.root / "points"
@@ -121,7 +121,7 @@ class ResultStore:
         The same sweep grown (more values, more seeds) is welcome; another scenario, other `set`
         overrides or other swept keys are not. A damaged manifest is simply rewritten.
         """
-        from rlsim.sweep.grid import SweepError
+        from rlsim.sweep.errors import SweepError
 
         try:
             old = json.loads((self.root / "sweep.json").read_text(encoding="utf-8"))
