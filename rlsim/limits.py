@@ -14,6 +14,9 @@ MAX_EPOCHS = 64  # PPO epochs / mini-batches per step
 MAX_PROMPTS_PER_STEP = 1_000_000
 MAX_SAMPLES_PER_PROMPT = 4096
 MAX_TURNS = 128  # agent turns per trajectory (README: up to 128)
+MAX_ATTEMPTS = 100  # tries of one tool call
+MAX_NUMBER = 1e9  # any other count or quantity without a bound of its own
+MAX_SECONDS = 86_400.0  # any duration: a tool call, a switch, a backoff (one day)
 MAX_SIGMA = 10.0  # std-dev of a log-length or log-latency: e^10 is a factor of 22,000 already
 
 MAX_SCENARIO_BYTES = 1_000_000  # a scenario or hardware profile YAML is a few kB

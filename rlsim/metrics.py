@@ -142,5 +142,6 @@ def summarize(
         cost = sum(pool_gpus[p] * prices[p] for p in pool_gpus) * window / 3600.0
         summary["cost_usd"] = cost
         summary["cost_per_step_usd"] = cost / len(measured)
-        summary["cost_per_million_tokens_usd"] = cost / (tokens / 1e6) if tokens else float("nan")
+        if tokens:  # no token trained (every trajectory failed): no per-token cost, rather than NaN
+            summary["cost_per_million_tokens_usd"] = cost / (tokens / 1e6)
     return summary

@@ -15,6 +15,7 @@ import pandas as pd
 
 from rlsim.engine.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
 from rlsim.engine.environment import SimEnvironment
+from rlsim.engine.gc_tuning import fewer_collections
 from rlsim.metrics import summarize
 from rlsim.scenario.schema import Scenario
 from rlsim.schedules import build_schedule
@@ -79,15 +80,18 @@ def simulate(
     if progress is not None:
         env.collector.on_step = lambda done: progress(done, total)
     done = env.process(schedule.run())
-    env.run(until=done)
-    collector: RunCollector = env.collector
-    for engine in collector.engines:
-        engine.close()
-    return _result(scenario, env, collector, wall0)
+    with fewer_collections():  # the loop and the tables allocate millions of objects
+        env.run(until=done)
+        collector: RunCollector = env.collector
+        for engine in collector.engines:
+            engine.close()
+        return _result(scenario, env, collector, wall0)
 
 
 def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wall0: float) -> Result:
     steps = pd.DataFrame(collector.step_rows)
+    timing = [c for c in steps.columns if c.startswith("timing_s/")]
+    steps[timing] = steps[timing].fillna(0.0)  # a phase a step did not run (no weight sync this step) took 0 s
     timeline = env.ledger.to_frame()
     summary = summarize(scenario, steps, timeline, collector.staleness_values())
     summary.update(collector.token_totals)

@@ -75,14 +75,15 @@ def sample_length(dist: LengthDistribution, rng: np.random.Generator) -> int:
     A multi-turn agent draws one per turn and per tool call, where the array machinery costs more
     than the draw; scalar draws of numpy's Generator consume its stream exactly as size-1 arrays do.
     """
-    if isinstance(dist, FixedLength):
-        return int(dist.value)
-    if isinstance(dist, UniformLength):
-        return int(rng.integers(dist.min, dist.max, endpoint=True, dtype=np.int64))
-    if isinstance(dist, LognormalLength) and _plain_law(dist):
-        mean, cap = stage_at(dist, 0)
+    kind = dist.kind  # the tag, cheaper than isinstance on pydantic classes
+    if kind == "lognormal" and _plain_law(dist):
+        mean, cap = stage_at(dist, 0) if dist.mean_schedule else (dist.mean, dist.max)
         x = rng.lognormal(_plain_mu(mean, dist.sigma), dist.sigma)
         return min(cap, max(dist.min, round(x)))  # np.clip(np.rint(x), min, cap): rint and round both go half-even
+    if kind == "uniform":
+        return int(rng.integers(dist.min, dist.max, endpoint=True, dtype=np.int64))
+    if kind == "fixed":
+        return int(dist.value)
     return int(sample_lengths(dist, 1, rng)[0])
 
 

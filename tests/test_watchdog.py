@@ -38,3 +38,23 @@ def test_a_stall_after_progress_is_bounded_by_the_longest_step(monkeypatch):
     with pytest.raises(SimulationStalled, match="after step 2") as exc:
         simulate(scn)
     assert "bound" in str(exc.value) and STALL_STEPS > 1
+
+
+def test_the_cli_reports_a_stalled_run_in_one_line(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from rlsim.cli import app
+
+    monkeypatch.setattr(FullyAsyncSchedule, "capacity", lambda self: 0)
+    res = CliRunner().invoke(app, ["run", str(ROOT / "scenarios/async/areal-1.5b-h800.yaml"), "--set", "steps=1",
+                                   "--out", str(tmp_path / "out"), "-q"])
+    assert res.exit_code == 1
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "the run cannot finish" in lines[0] and "Traceback" not in res.output
+
+
+def test_a_legal_run_with_a_day_long_switch_is_not_stopped():
+    """Regression: the first-step bound counts switches, syncs, model phases and tool calls, not only decode."""
+    scn = load_scenario(ROOT / "scenarios/quickstart.yaml", ["schedule.switch_overhead_s=86400", "steps=1",
+                                                             "algorithm.prompts_per_step=8"])
+    assert simulate(scn).summary["step_time_s"] > 86400

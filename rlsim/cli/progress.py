@@ -122,13 +122,20 @@ class LazyBar:
 
 
 def simulate_with_progress(scenario, seed: int | None = None, bar: LazyBar | None = None, label: str | None = None):
-    """`simulate()` reporting RL steps to `bar` (no bar: no progress)."""
-    from rlsim.simulate import simulate
+    """`simulate()` reporting RL steps to `bar` (no bar: no progress). A run that stops making progress
+    ends the command with its one-line reason (exit 1), never a traceback."""
+    from rlsim.cli.common import fail
+    from rlsim.simulate import SimulationStalled, simulate
 
-    if bar is None:
-        return simulate(scenario, seed=seed)
-    bar.begin(label or f"simulating {scenario.name}", unit="steps")
-    return simulate(scenario, seed=seed, progress=bar.update)
+    try:
+        if bar is None:
+            return simulate(scenario, seed=seed)
+        bar.begin(label or f"simulating {scenario.name}", unit="steps")
+        return simulate(scenario, seed=seed, progress=bar.update)
+    except SimulationStalled as exc:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+        fail([f"{scenario.name}: {exc}"], code=1)
 
 
 def item_bar(quiet: bool) -> LazyBar:

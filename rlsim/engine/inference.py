@@ -320,9 +320,12 @@ class InferenceEngine:
         return admitted
 
     def _prefill_duration(self, admitted: list[tuple[Request, int, int]]) -> float:
-        total = sum(t for _, t, _ in admitted)
-        sq = float(sum(t * t for _, t, _ in admitted))
-        cross = float(sum(t * p for _, t, p in admitted))
+        total = sq = cross = 0  # integer sums, as exact as three separate ones
+        for _, t, p in admitted:
+            total += t
+            sq += t * t
+            cross += t * p
+        sq, cross = float(sq), float(cross)
         iters = max(1, math.ceil(total / self.settings.max_num_batched_tokens))
         return iters * prefill_time(
             self.model, self.hw, self.tp, total / iters, sq / iters, cross / iters, overheads=self.overheads

@@ -215,12 +215,21 @@ def _check_memory(
                         f"+ reserve {reserve * n / _GB:.1f} GB > usable {usable / _GB:.1f} GB ({share})",
                     )
                 )
-            elif max_tokens is not None and kv < max_tokens:
+            elif name == "rollout" and (context := _agent_context_tokens(scn, prompt_max)) and kv < context:
+                problems.append(Problem(
+                    f"roles.{name}.parallel.tp",
+                    f"KV cache holds {kv:,.0f} tokens per engine, less than one trajectory's context of {context:,} "
+                    f"tokens (workload.agent.max_context_tokens, or the most its turns can add to the longest "
+                    f"prompt); usable {usable / _GB:.1f} GB ({share})",
+                ))
+            elif max_tokens is not None and kv < max_tokens + (judged := _judge_tokens(scn, name)):
+                verdict = f" + judge output {judged}" if judged else ""
                 problems.append(
                     Problem(
                         f"roles.{name}.parallel.tp",
                         f"KV cache holds {kv:,.0f} tokens per engine, less than one sequence of "
-                        f"{max_tokens} tokens (max prompt {prompt_max} + max response {response_max}); "
+                        f"{max_tokens + judged} tokens (max prompt {prompt_max} + max response {response_max}"
+                        f"{verdict}); "
                         f"usable {usable / _GB:.1f} GB ({share}), weights "
                         f"{model.weight_bytes_total / _GB:.1f} GB",
                     )
@@ -235,6 +244,29 @@ def _check_memory(
             mem = role_forward_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
+
+
+def _agent_context_tokens(scn: Scenario, prompt_max: int | None) -> int:
+    """The longest context a trajectory can reach on its engine (0: no agent, or a bound is unknown).
+
+    Its prefix stays in the engine's KV cache between turns, so one engine must hold all of it.
+    """
+    agent = scn.workload.agent
+    if agent is None or prompt_max is None:
+        return 0
+    scratch: list[Problem] = []  # unreadable files are reported by liveness.check_agent
+    turns = _check_length("", agent.turns, scratch)
+    per_turn = _check_length("", agent.tokens_per_turn, scratch)
+    tools = [scn.environments.tools[t] for t in agent.tool_mix if t in scn.environments.tools]
+    observation = max((_check_length("", t.observation_tokens, scratch) or 0 for t in tools), default=0)
+    if turns is None or per_turn is None:
+        return 0
+    return min(agent.max_context_tokens, prompt_max + turns * per_turn + (turns - 1) * observation)
+
+
+def _judge_tokens(scn: Scenario, role: str) -> int:
+    """Tokens an LLM judge appends to a scored sequence (its verdict); 0 for the rollout engines."""
+    return scn.algorithm.judge_output_tokens if role == "reward" else 0
 
 
 def _check_environments(scn: Scenario, problems: list[Problem]) -> None:

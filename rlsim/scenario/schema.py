@@ -14,14 +14,18 @@ import re
 from functools import lru_cache
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails
 
 from rlsim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_ATTEMPTS,
     MAX_EPOCHS,
     MAX_GPUS_PER_NODE,
     MAX_NODES,
+    MAX_NUMBER,
     MAX_PROMPTS_PER_STEP,
     MAX_SAMPLES_PER_PROMPT,
+    MAX_SECONDS,
     MAX_SIGMA,
     MAX_STEPS,
     MAX_TOKENS,
@@ -31,9 +35,33 @@ from rlsim.scenario.calibration import CalibrationSpec
 
 
 class Strict(BaseModel):
-    """Unknown keys are errors; every float is finite (NaN or inf would run, then poison every result)."""
+    """Unknown keys are errors; every float is finite (NaN or inf would run, then poison every result).
+
+    A number without a bound of its own is at most MAX_NUMBER, and a duration in seconds (a field named
+    `*_s` or `*_s_*`, or listed in `_seconds_fields`) at most MAX_SECONDS: 1e18 somewhere is a typo
+    that would otherwise allocate exabytes or simulate for ages.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    _seconds_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _sane_numbers(self) -> Strict:
+        errors = []
+        for name, field in type(self).model_fields.items():
+            if any(getattr(m, k, None) is not None for m in field.metadata for k in ("le", "lt")):
+                continue
+            seconds = name in self._seconds_fields or name.endswith("_s") or "_s_" in name
+            limit = MAX_SECONDS if seconds else MAX_NUMBER
+            value = getattr(self, name)
+            items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+            for key, v in items if items is not None else [(None, value)]:
+                if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > limit:
+                    loc = (name,) if key is None else (name, key)
+                    errors.append(InitErrorDetails(type="less_than_equal", loc=loc, input=v, ctx={"le": limit}))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
 
 # ---------------------------------------------------------------- cluster
@@ -185,9 +213,12 @@ RoleName = Literal["actor", "rollout", "reference", "critic", "reward"]
 class ParallelSpec(Strict):
     """Per-replica model parallelism; data parallelism = gpus / (tp * pp) unless given."""
 
-    tp: int = Field(default=1, gt=0, description="Tensor parallel degree")
-    pp: int = Field(default=1, gt=0, description="Pipeline parallel degree")
-    dp: int | None = Field(default=None, gt=0, description="Data parallel degree (default: derived)")
+    tp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Tensor parallel degree")
+    pp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Pipeline parallel degree")
+    dp: int | None = Field(
+        default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Data parallel degree (default: derived)"
+    )
 
 
 class EngineSpec(Strict):
@@ -278,7 +309,10 @@ class TrainSpec(Strict):
 class RoleSpec(Strict):
     pool: str
     model: str = Field(description="Key into `models`")
-    gpus: int | None = Field(default=None, gt=0, description="GPUs of the pool this role uses (default: all)")
+    gpus: int | None = Field(
+        default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="GPUs of the pool this role uses (default: all)"
+    )
     gpu_offset: int = Field(
         default=0,
         ge=0,
@@ -309,9 +343,13 @@ class AlgorithmSpec(Strict):
         default=0.002, ge=0,
         description="CPU seconds of a rule-based reward per sample, used when there is no reward role (assumed)",
     )
-    rule_reward_workers: int = Field(default=16, gt=0, description="Parallel CPU reward workers (assumed)")
+    rule_reward_workers: int = Field(
+        default=16, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="Parallel CPU reward workers (assumed)"
+    )
     judge_output_tokens: int = Field(
-        default=64, gt=0, description="Tokens an LLM judge generates per sample (reward role with an engine; assumed)"
+        default=64, gt=0, le=MAX_TOKENS,
+        description="Tokens an LLM judge generates per sample (reward role with an engine; assumed)"
     )
     launch_reward_fn_async: bool = Field(
         default=False,
@@ -453,11 +491,13 @@ def _refuse_per_group(dist: object, where: str) -> None:
 
 
 class FixedSeconds(Strict):
+    _seconds_fields: ClassVar[tuple[str, ...]] = ("value",)
     kind: Literal["fixed"]
     value: float = Field(ge=0)
 
 
 class UniformSeconds(Strict):
+    _seconds_fields: ClassVar[tuple[str, ...]] = ("min", "max")
     kind: Literal["uniform"]
     min: float = Field(ge=0)
     max: float = Field(ge=0)
@@ -471,6 +511,8 @@ class UniformSeconds(Strict):
 
 class LognormalSeconds(Strict):
     """Lognormal latency given by its median (what benchmarks report) and sigma, optionally capped."""
+
+    _seconds_fields: ClassVar[tuple[str, ...]] = ("median", "max")
 
     kind: Literal["lognormal"]
     median: float = Field(gt=0)
@@ -494,7 +536,10 @@ LatencyDistribution = Annotated[
 class EnvPoolSpec(Strict):
     """CPU-side environment workers (search clients, sandboxes, game servers): a real queue."""
 
-    concurrency: int = Field(gt=0, description="Calls served at once; more wait in a FIFO queue")
+    concurrency: int = Field(
+        gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="Calls served at once; more wait in a FIFO queue"
+    )
     cold_start_s: float = Field(default=0.0, ge=0, description="Start/reset cost of an environment per trajectory")
 
 
@@ -505,7 +550,10 @@ class ToolSpec(Strict):
     latency: LatencyDistribution
     observation_tokens: LengthDistribution = Field(description="Tokens the call appends to the context")
     timeout_s: float | None = Field(default=None, gt=0, description="An attempt longer than this is cut off")
-    max_attempts: int = Field(default=1, gt=0, description="Attempts before the call (and trajectory) fails")
+    max_attempts: int = Field(
+        default=1, gt=0, le=MAX_ATTEMPTS,
+        description="Attempts before the call (and trajectory) fails"
+    )
     backoff_s: list[float] = Field(default_factory=list, description="Wait before retry k (last value repeats)")
     failure_prob: float = Field(default=0.0, ge=0, le=1, description="Chance an attempt fails outright")
 
@@ -647,7 +695,7 @@ class FullyAsyncSpec(Strict):
     kind: Literal["fully-async"]
     placement: Literal["custom"] = "custom"
     consumer_batch_size: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
         description="AReaL: prompt groups per trainer step (default algorithm.prompts_per_step; with verl's "
         "require_batches / ppo_mini_batch_size: their product)",
     )
@@ -657,7 +705,7 @@ class FullyAsyncSpec(Strict):
         "when verl's staleness_threshold is set",
     )
     max_concurrent_rollouts: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
         description="Prompt groups in flight at most (null: AReaL: only the staleness rule limits, with eta "
         "also null 4 x consumer_batch_size; verl: min(16 x rollout engines, the staleness cap), verl's "
         "concurrent_samples_per_replica = 16)",
@@ -681,15 +729,18 @@ class FullyAsyncSpec(Strict):
         "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size prompt groups per weight version. "
         "Setting it selects verl's admission rule instead of AReaL's",
     )
-    trigger_parameter_sync_step: int = Field(default=1, gt=0, description="Trainer steps between weight syncs (verl)")
+    trigger_parameter_sync_step: int = Field(
+        default=1, gt=0, le=MAX_STEPS,
+        description="Trainer steps between weight syncs (verl)"
+    )
     require_batches: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_EPOCHS,
         description="verl: ppo_mini_batch_size batches the trainer takes per step, each one optimizer update: "
         "a step consumes require_batches x ppo_mini_batch_size groups and makes require_batches x epochs "
         "updates (algorithm.mini_batches is then unused)",
     )
     ppo_mini_batch_size: int | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
         description="verl actor.ppo_mini_batch_size in prompts (x rollout.n samples); default "
         "algorithm.prompts_per_step / algorithm.mini_batches",
     )
@@ -788,10 +839,16 @@ class RollSpec(Strict):
     kind: Literal["roll"]
     placement: Literal["custom"] = "custom"
     async_generation_ratio: float = Field(default=1.0, ge=0, description="alpha (ROLL async_generation_ratio)")
-    group_size_redundancy: int = Field(default=0, ge=0, description="Extra episodes per group; first finishers win")
+    group_size_redundancy: int = Field(
+        default=0, ge=0, le=MAX_SAMPLES_PER_PROMPT,
+        description="Extra episodes per group; first finishers win"
+    )
     dynamic_sampling: bool = Field(default=False, description="Drop all-equal-reward groups and replace them")
     filter_prob: float = Field(default=0.0, ge=0, le=1, description="Chance a finished group's rewards are all equal")
-    max_additional_running_prompts: int = Field(default=0, ge=0, description="Extra groups allowed in flight")
+    max_additional_running_prompts: int = Field(
+        default=0, ge=0, le=MAX_PROMPTS_PER_STEP,
+        description="Extra groups allowed in flight"
+    )
     interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
     recompute_logprob: bool = Field(default=True, description="Old log-probs from an actor forward pass")
     weight_sync_bucket_mb: float = Field(default=2048, gt=0)
@@ -799,7 +856,8 @@ class RollSpec(Strict):
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
     max_concurrent_rollouts: int | None = Field(
-        default=None, gt=0, description="Groups in flight at most (rlsim's cap, named after AReaL's knob)"
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="Groups in flight at most (rlsim's cap, named after AReaL's knob)"
     )
 
     # ROLL pushes weights after every step and has no verl staleness_threshold: fixed, not settable.

@@ -14,6 +14,7 @@ from rlsim.costs.resharding import reshard_time, weight_broadcast_time
 from rlsim.costs.training import forward_pass_time, train_pass_time
 from rlsim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.engine.request import Request
+from rlsim.limits import MAX_SECONDS, MAX_TURNS
 from rlsim.schedules.base import Schedule
 from rlsim.schedules.dispatch import assign_engines
 from rlsim.schedules.gpu_locks import GpuLocks
@@ -147,6 +148,26 @@ class RLSchedule(Schedule):
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
             t.balance_batch,
         )
+
+    def first_step_bound_s(self) -> float:
+        """The template's generation bound plus every other long thing a first step may do, ten times over:
+        each model phase on a full batch of the longest sequences, switches, syncs and tool calls."""
+        scn = self.scenario
+        bound = super().first_step_bound_s()
+        agent = scn.workload.agent
+        longest = agent.max_context_tokens if agent is not None else 32_768
+        seqs = np.full(scn.algorithm.samples_per_step, longest, dtype=np.int64)
+        for phase, role in (*FORWARD_PHASES, *UPDATE_PHASES):
+            if role in scn.roles and scn.roles[role].engine is None:
+                bound += 10 * self.phase_time(phase, role, seqs)
+        bound += 10 * (getattr(scn.schedule, "switch_overhead_s", 0.0) + self.switch_to_train_time())
+        if "actor" in scn.roles and not self.hybrid:
+            bound += 10 * self.weight_sync_time()
+        if agent is not None:
+            for tool in scn.environments.tools.values():
+                per_try = tool.timeout_s or getattr(tool.latency, "max", None) or getattr(tool.latency, "value", None)
+                bound += MAX_TURNS * tool.max_attempts * ((per_try or MAX_SECONDS) + sum(tool.backoff_s))
+        return bound
 
     def _generate_agentic(self, n_prompts: int, samples_per_prompt: int):
         """Multi-turn trajectories, each sticky to one engine; returns (prompt, trained tokens - prompt)."""
