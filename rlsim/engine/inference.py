@@ -407,11 +407,12 @@ class InferenceEngine:
     def _run(self):
         env = self.env
         while True:
-            self._load_changed()  # every change of `load` in the process happens between here and the next yield
+            if self.load_watch is not None:  # every change of `load` in the process happens before the next yield
+                self.load_watch.add(self)
             if self._pause_requested is not None:
                 yield from self._pause_point()
                 continue
-            admitted = self._admit()
+            admitted = self._admit() if self.waiting else None
             if admitted:
                 for req, _, _ in admitted:
                     if req.admitted_s is None:

@@ -143,17 +143,23 @@ class Schedule(ABC):
     def _watchdog(self):
         """Stop a run in which no step completes for far longer than any step could take."""
         env = self.env
-        last_done, last_t, longest = 0, env.now, 0.0
-        bound = self.first_step_bound_s()
+        last_done, last_t = 0, env.now
+        bound: float | None = None  # the first-step bound costs a little: computed only if step 0 is slow
+        interval = 900.0
         try:
             while True:
-                yield env.timeout(bound / 4)
+                yield env.timeout(interval)
                 done = len(self.collector.step_rows)
                 if done > last_done:
                     longest = max(r["timing_s/step"] for r in self.collector.step_rows)
                     bound = max(60.0, STALL_STEPS * longest)
+                    interval = bound / 4
                     last_done, last_t = done, env.now
-                elif env.now - last_t > bound:
+                    continue
+                if bound is None:
+                    bound = self.first_step_bound_s()
+                    interval = bound / 4
+                if env.now - last_t > bound:
                     raise SimulationStalled(
                         f"no RL step completed in {env.now - last_t:,.0f} simulated seconds after step {done} "
                         f"(bound {bound:,.0f} s): the run cannot finish. {self.stall_hint()}"
