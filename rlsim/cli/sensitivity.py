@@ -46,8 +46,6 @@ def sensitivity(
         fail([f"--pct: must be > 0 and < 100, got {pct:g}"])
     if seed is not None and not 0 <= seed < 2**63:
         fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
-    if out is not None and (problem := prepare_out_dir(out)) is not None:
-        fail([f"--out {out}: {problem}"])
     start = time.perf_counter()
     try:
         prep = sens.prepare(resolve_scenario_path(scenario), set_ or [], vary or [], seed, pct)
@@ -55,6 +53,8 @@ def sensitivity(
         fail(exc.lines())
     if not prep.inputs:
         fail([f"{scenario}: nothing to vary (give --vary dotted.path=±P%)"])
+    if out is not None and (problem := prepare_out_dir(out)) is not None:  # inputs first: no folder for a typo
+        fail([f"--out {out}: {problem}"])
     bar = Progress(
         TextColumn("[bold]sensitivity runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=err, transient=True, disable=not wants_progress(quiet),
