@@ -462,3 +462,18 @@ def test_cli_plot_bad_folder(tmp_path):
     res = CliRunner().invoke(app, ["plot", str(tmp_path)])
     assert res.exit_code == 2
     assert "Traceback" not in res.output
+
+
+def test_step_breakdown_stacks_only_phases_that_add_up_to_the_step():
+    """Overlapping phase timers (asynchronous schedules) are drawn side by side, never as a taller stack."""
+    import pandas as pd
+
+    from rlsim.report.plots import step_breakdown
+
+    base = {"step": [0, 1], "warmup": [False, False], "timing_s/step": [10.0, 10.0]}
+    serial = pd.DataFrame(base | {"timing_s/gen": [6.0, 6.0], "timing_s/update_actor": [4.0, 4.0]})
+    overlapping = pd.DataFrame(base | {"timing_s/generate_async": [9.0, 9.0], "timing_s/update_actor": [8.0, 8.0]})
+    stacked, side = step_breakdown(serial).axes[0], step_breakdown(overlapping).axes[0]
+    assert "side by side" not in stacked.get_title() and "side by side" in side.get_title()
+    assert max(p.get_y() + p.get_height() for p in stacked.patches) == pytest.approx(10.0)
+    assert max(p.get_y() + p.get_height() for p in side.patches) == pytest.approx(9.0)

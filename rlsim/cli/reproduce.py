@@ -29,13 +29,14 @@ def reproduce(
 ) -> None:
     """Regenerate a published trade-off from shipped scenarios: DIR/<name>/table.csv and a figure."""
     from rlsim.cli.progress import item_bar
-    from rlsim.report.style import figure_format
+    from rlsim.report.style import apply_style, figure_format
     from rlsim.reproduce import REPRODUCTIONS
 
     names = list(REPRODUCTIONS) if name == "all" else [name]
     unknown = [n for n in names if n not in REPRODUCTIONS]
     if unknown:
         fail([f"reproduce: unknown name {unknown[0]!r} (known: all, {', '.join(REPRODUCTIONS)})"])
+    apply_style()  # one look for every figure, the reproductions' included
     with item_bar(quiet) as bar, figure_format(fmt.value):
         for i, n in enumerate(names):
             bar.begin(f"reproducing {n}", total=len(names), unit="reproductions")

@@ -52,7 +52,8 @@ def _measured(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_breakdown(steps: pd.DataFrame) -> Figure:
-    """Stacked verl timing columns per step; a black tick marks `timing_s/step` (phases may overlap)."""
+    """verl timing columns per step, stacked when they add up to the step and side by side when they
+    overlap (asynchronous schedules); a black tick marks `timing_s/step`."""
     cols = _timing_columns(steps)
     if steps.empty or not cols:
         return empty_figure("Step time breakdown", "no step timings")
@@ -60,28 +61,32 @@ def step_breakdown(steps: pd.DataFrame) -> Figure:
     bottom = np.zeros(len(steps))
     x = steps["step"].to_numpy()
     warm = steps["warmup"].astype(bool).to_numpy() if "warmup" in steps else np.zeros(len(steps), bool)
-    for c in cols:
+    shown = [c for c in cols if steps[c].fillna(0.0).any()]
+    total = steps[shown].fillna(0.0).sum(axis=1).to_numpy(dtype=float)
+    # Phases that run at the same time (asynchronous schedules) are drawn side by side, never stacked:
+    # a stack would claim a step longer than it was.
+    overlap = "timing_s/step" in steps and bool((total > 1.01 * steps["timing_s/step"].to_numpy()).any())
+    width = 0.8 / len(shown) if overlap and shown else 0.75
+    for i, c in enumerate(shown):
         vals = steps[c].fillna(0.0).to_numpy(dtype=float)
-        if not vals.any():
-            continue
-        bars = ax.bar(
-            x, vals, bottom=bottom, color=timing_color(c), label=c.removeprefix("timing_s/"), width=0.75
-        )
+        xs = x - 0.4 + width * (i + 0.5) if overlap else x
+        bars = ax.bar(xs, vals, bottom=None if overlap else bottom, color=timing_color(c),
+                      label=c.removeprefix("timing_s/"), width=width)
         for b, w in zip(bars, warm, strict=True):
             if w:
                 b.set_alpha(0.4)
-        bottom += vals
+        if not overlap:
+            bottom += vals
     if "timing_s/step" in steps:
         ax.scatter(x, steps["timing_s/step"], marker="_", s=300, color="black", zorder=5, label="step time")
     ax.set_xlabel("RL step" + (" (faded: warm-up)" if warm.any() else ""))
     ax.set_ylabel("seconds")
     ax.set_xticks(x if len(x) <= 30 else x[:: int(np.ceil(len(x) / 30))])
     measured = _measured(steps)
-    ax.set_title(
-        f"Step time breakdown (mean step {measured['timing_s/step'].mean():.1f} s)"
-        if "timing_s/step" in steps
-        else "Step time breakdown"
-    )
+    title = "Step time breakdown" + (" (phases overlap: side by side)" if overlap else "")
+    if "timing_s/step" in steps:
+        title += f", mean step {measured['timing_s/step'].mean():.1f} s"
+    ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
