@@ -145,6 +145,21 @@ def _predict(scenario: str, overlay: Path) -> dict[str, float]:
     return simulated_phases(simulate(load_scenario(ASYNC / scenario, [f"calibration={overlay}"])))
 
 
+def _calibrate_then_predict(tmp_path, sync_log: str, sync_scenario: str, scenario: str, log: str):
+    """Fit the sync scenario to its log, run the one-step-off scenario with the overlay: % error per phase."""
+    out = tmp_path / "cal.yaml"
+    result = runner.invoke(app, ["calibrate", "--from-log", str(LOGS / sync_log), "--scenario",
+                                 str(ASYNC / sync_scenario), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "update_actor" in result.output and "band carried into predictions" in result.output
+    for phase in ("step", "gen", "generate", "old_log_prob", "update_actor"):
+        assert f"{phase} " in result.output
+    got = _predict(scenario, out)
+    published = read_log(LOGS / log).phase_means()
+    return {p: 100 * (got[p] - published[p]) / published[p] for p in ("step", "generate", "old_log_prob",
+                                                                       "update_actor")}
+
+
 def test_calibrate_on_verl_sync_then_predict_one_step_off(tmp_path):
     """docs/sources.md §6, FSDP2: fit on the sync row only, predict the one-step-off row.
 
@@ -153,17 +168,24 @@ def test_calibrate_on_verl_sync_then_predict_one_step_off(tmp_path):
     the decode overhead that slows the 16-GPU sync tail to 247 s also slows the 4-GPU batch. The
     bounds below pin today's errors so a regression fails.
     """
-    out = tmp_path / "cal.yaml"
-    result = runner.invoke(app, ["calibrate", "--from-log", str(LOGS / "verl-dapo-7b-h20-sync-fsdp2.log"),
-                                 "--scenario", str(ASYNC / "verl-dapo-7b-h20-sync.yaml"), "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    assert "update_actor" in result.output and "band carried into predictions" in result.output
-    for phase in ("step", "gen", "generate", "old_log_prob", "update_actor"):
-        assert f"{phase} " in result.output
-    got = _predict("verl-dapo-7b-h20-one-step-off.yaml", out)
-    published = read_log(LOGS / "verl-dapo-7b-h20-one-step-off-fsdp2.log").phase_means()
-    err = {p: 100 * (got[p] - published[p]) / published[p] for p in ("step", "generate", "old_log_prob",
-                                                                      "update_actor")}
+    err = _calibrate_then_predict(tmp_path, "verl-dapo-7b-h20-sync-fsdp2.log", "verl-dapo-7b-h20-sync.yaml",
+                                  "verl-dapo-7b-h20-one-step-off.yaml", "verl-dapo-7b-h20-one-step-off-fsdp2.log")
     assert abs(err["step"]) <= 10.0
     assert abs(err["old_log_prob"]) <= 15.0 and abs(err["update_actor"]) <= 15.0
     assert abs(err["generate"]) <= 17.0  # misses the 15% target today (see the docstring)
+
+
+def test_calibrate_on_verl_megatron_sync_then_predict_one_step_off(tmp_path):
+    """docs/sources.md §6, Megatron: the same workflow misses; these bounds pin today's errors.
+
+    Today: step +11.8% (target 10%), generation -8.0%, old_log_prob +32.5%, update_actor +28.2%
+    (target 15%). The trainer phases miss because verl's published passes barely move from 16 to 12
+    GPUs while rlsim's follow tokens per GPU; docs/sources.md §6 "What the rows imply" shows that no
+    training-path cost explains it and what measurement would.
+    """
+    err = _calibrate_then_predict(tmp_path, "verl-dapo-7b-h20-sync-megatron.log",
+                                  "verl-dapo-7b-h20-sync-megatron.yaml", "verl-dapo-7b-h20-one-step-off-megatron.yaml",
+                                  "verl-dapo-7b-h20-one-step-off-megatron.log")
+    assert abs(err["step"]) <= 14.0
+    assert abs(err["generate"]) <= 15.0
+    assert abs(err["old_log_prob"]) <= 36.0 and abs(err["update_actor"]) <= 32.0
