@@ -25,6 +25,7 @@ from rlsim.plan.layouts import (
     single_pool_layouts,
 )
 from rlsim.plan.space import ScheduleOption, Space, TrainConfig
+from rlsim.plan.steady_state import steady_state_warmup
 from rlsim.scenario.errors import ScenarioError
 from rlsim.scenario.loader import parse_scenario
 from rlsim.scenario.schema import Scenario
@@ -86,6 +87,7 @@ def render(base: dict, layout: Layout, kind: str, fields: dict, gen_tp: int | No
         if layout.placement_gpus:
             schedule["placement_gpus"] = dict(layout.placement_gpus)
     data["schedule"] = schedule
+    data["warmup_steps"] = steady_state_warmup(schedule, int(base.get("warmup_steps") or 0))
     if gen_tp is not None:
         data["roles"]["rollout"].setdefault("parallel", {})
         data["roles"]["rollout"]["parallel"] = {**data["roles"]["rollout"]["parallel"], "tp": gen_tp}

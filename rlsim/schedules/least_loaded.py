@@ -46,11 +46,17 @@ class LeastLoaded:
     def _set(self, i: int, load: int) -> None:
         tree, size = self._tree, self._size
         node = size + i
-        tree[node] = (load + self._extra[i]) * size + i
+        key = (load + self._extra[i]) * size + i
+        if tree[node] == key:
+            return  # most refreshes find the load unchanged
+        tree[node] = key
         node //= 2
         while node:
             left, right = tree[2 * node], tree[2 * node + 1]
-            tree[node] = left if left < right else right
+            best = left if left < right else right
+            if tree[node] == best:
+                return  # the minimum above is unchanged from here up
+            tree[node] = best
             node //= 2
 
 
