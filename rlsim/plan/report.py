@@ -63,6 +63,16 @@ def _share(summary: dict, prefix: str) -> dict[str, float]:
             if k.startswith(prefix) and v is not None and not math.isnan(float(v))}
 
 
+def _bottleneck(summary: dict) -> tuple[list[tuple[str, float]], str]:
+    """Phases by their share of the step's critical path (what a step waits for), idle left out;
+    GPU-time shares where a record has no critical path."""
+    phases = _share(summary, "critical_path_share_by_phase.")
+    if phases:
+        phases.pop("idle", None)
+        return sorted(phases.items(), key=lambda kv: -kv[1]), "of the critical path"
+    return sorted(_share(summary, "busy_fraction_by_phase.").items(), key=lambda kv: -kv[1]), "of GPU time"
+
+
 def _pool_roles(c: Candidate) -> dict[str, list[str]]:
     roles: dict[str, list[str]] = {}
     for name, role in c.data["roles"].items():
@@ -73,12 +83,12 @@ def _pool_roles(c: Candidate) -> dict[str, list[str]]:
 def explain(c: Candidate, e: Evaluation) -> list[str]:
     """The bottleneck phase, the step's longest part, the idlest pool and why it idles."""
     s = e.summary
-    phases = sorted(_share(s, "busy_fraction_by_phase.").items(), key=lambda kv: -kv[1])
+    phases, basis = _bottleneck(s)
     lines = []
     if phases:
         top, share = phases[0]
         rest = ", ".join(f"{p} {v:.0%}" for p, v in phases[1:4])
-        lines.append(f"bottleneck phase: {top} ({share:.0%} of GPU time{'; ' + rest if rest else ''})")
+        lines.append(f"bottleneck phase: {top} ({share:.0%} {basis}{'; ' + rest if rest else ''})")
     parts = sorted(((k, v) for k, v in e.timing.items() if k != "step"), key=lambda kv: -kv[1])
     if parts and "step" in e.timing:
         rest = ", ".join(f"{k} {v:.1f} s" for k, v in parts[1:4])
@@ -121,8 +131,8 @@ def _needs(best: Evaluation, other: Evaluation, objective: str) -> str:
     else:
         cut = 1 - best.objective / other.objective
         what = f"{cut:.1%} less time to the steps ({-other.objective:.1f} h vs {-best.objective:.1f} h)"
-    phases = sorted(_share(o, "busy_fraction_by_phase.").items(), key=lambda kv: -kv[1])
-    hint = f"; e.g. its {phases[0][0]} phase ({phases[0][1]:.0%} of GPU time) that much faster" if phases else ""
+    phases, basis = _bottleneck(o)
+    hint = f"; e.g. its {phases[0][0]} phase ({phases[0][1]:.0%} {basis}) that much faster" if phases else ""
     return f"would need {what}{hint}"
 
 
