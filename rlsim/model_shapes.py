@@ -7,7 +7,12 @@ check can never disagree with the architecture. Preset dimensions are the models
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Sizes derived from the shape, computed once per instance: cost functions ask for them on every call.
+_DERIVED = ("d_head", "params", "active_params", "weight_bytes_total", "kv_bytes_per_token")
 
 
 class ModelShape(BaseModel):
@@ -29,6 +34,13 @@ class ModelShape(BaseModel):
     weight_bytes: float = Field(default=2.0, gt=0, description="Bytes per weight: 2 bf16, 1 fp8")
     kv_bytes: float = Field(default=2.0, gt=0, description="Bytes per KV-cache element")
 
+    def model_copy(self, *, update=None, deep: bool = False):
+        """As pydantic's, without the derived sizes cached on this instance (an update may change them)."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in _DERIVED:
+            copy.__dict__.pop(name, None)
+        return copy
+
     @model_validator(mode="after")
     def _check(self) -> ModelShape:
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
@@ -37,7 +49,7 @@ class ModelShape(BaseModel):
             raise ValueError("experts_per_token must be in 1..num_experts for an MoE model")
         return self
 
-    @property
+    @cached_property
     def d_head(self) -> int:
         return self.head_dim or self.hidden // self.heads
 
@@ -52,14 +64,14 @@ class ModelShape(BaseModel):
     def _embedding_params(self) -> int:
         return self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
 
-    @property
+    @cached_property
     def params(self) -> float:
         """Total parameters (all experts): what memory and weight sync pay for."""
         per_layer = self._attention_params() + self._ffn_params(self.num_experts)
         router = self.hidden * self.num_experts
         return float(self.layers * (per_layer + router) + self._embedding_params())
 
-    @property
+    @cached_property
     def active_params(self) -> float:
         """Parameters touched per token: what FLOPs pay for (= params for dense models)."""
         if not self.num_experts:
@@ -67,11 +79,11 @@ class ModelShape(BaseModel):
         per_layer = self._attention_params() + self._ffn_params(self.experts_per_token)
         return float(self.layers * per_layer + self._embedding_params())
 
-    @property
+    @cached_property
     def weight_bytes_total(self) -> float:
         return self.params * self.weight_bytes
 
-    @property
+    @cached_property
     def kv_bytes_per_token(self) -> float:
         """2 (K and V) x layers x kv_heads x head_dim x bytes (docs/sources.md, Design notes)."""
         return 2.0 * self.layers * self.kv_heads * self.d_head * self.kv_bytes
