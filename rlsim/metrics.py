@@ -54,15 +54,19 @@ def critical_path_share(timeline: pd.DataFrame, t0: float, t1: float) -> dict[st
     window = t1 - t0
     if window <= 0:
         return {}
-    tl = timeline[(timeline["end_s"] > t0) & (timeline["start_s"] < t1)]
-    starts = tl["start_s"].clip(lower=t0, upper=t1).to_numpy()
-    ends = tl["end_s"].clip(lower=t0, upper=t1).to_numpy()
+    start_all, end_all = timeline["start_s"].to_numpy(), timeline["end_s"].to_numpy()
+    inside = (end_all > t0) & (start_all < t1)
+    starts, ends = np.clip(start_all[inside], t0, t1), np.clip(end_all[inside], t0, t1)
+    phase_of = timeline["phase"].to_numpy()[inside]
     edges = np.unique(np.concatenate([[t0, t1], starts, ends]))
     lengths = np.diff(edges)
     owner = np.full(len(lengths), -1)
-    phases = list(CRITICAL_PATH_ORDER) + sorted(set(tl["phase"]) - set(CRITICAL_PATH_ORDER))
+    present = set(phase_of.tolist())
+    phases = list(CRITICAL_PATH_ORDER) + sorted(present - set(CRITICAL_PATH_ORDER))
     for rank in range(len(phases) - 1, -1, -1):  # lowest priority first: higher ones overwrite
-        mask = (tl["phase"] == phases[rank]).to_numpy()
+        if phases[rank] not in present:
+            continue
+        mask = phase_of == phases[rank]
         if not mask.any():
             continue
         cover = np.zeros(len(edges))
