@@ -15,6 +15,7 @@ their number sets the pipeline bubble.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -216,13 +217,14 @@ def split_indices_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> lis
         return [np.arange(n)]
     if not balance:
         return list(np.array_split(np.arange(n), dp))
-    order = np.argsort(-np.asarray(seq_lens), kind="stable")
-    load = np.zeros(dp)
+    lens = np.asarray(seq_lens)
+    order = np.argsort(-lens, kind="stable")
+    heap = [(0, r) for r in range(dp)]  # (tokens so far, rank): the lightest rank, lowest index on ties
     owner = np.empty(n, dtype=np.int64)
-    for i in order:
-        r = int(np.argmin(load))
+    for i, length in zip(order.tolist(), lens[order].tolist(), strict=True):
+        load, r = heap[0]
         owner[i] = r
-        load[r] += seq_lens[i]
+        heapq.heapreplace(heap, (load + length, r))
     return [np.flatnonzero(owner == r) for r in range(dp)]
 
 
