@@ -10,9 +10,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.costs.training import update_plan
 from rlsim.costs.generation import decode_coefficients, prefill_time
 from rlsim.costs.resharding import reshard_bytes_per_gpu, reshard_redundant_bytes_per_gpu
+from rlsim.costs.training import update_plan
 from rlsim.model_shapes import ModelShape, resolve_preset
 from rlsim.scenario.errors import ScenarioError
 from rlsim.scenario.loader import parse_scenario
