@@ -136,20 +136,15 @@ def test_one_step_off_last_step_is_steady_state_not_a_drain():
 def test_the_readme_one_module_schedule_runs_and_keeps_the_contract(monkeypatch):
     """The README's "how to add a schedule" example, verbatim in spirit: phase code only."""
     import rlsim.schedules as schedules
-    from rlsim.schedules.base import StepOutcome
-    from rlsim.schedules.rl_base import RLSchedule
+    from rlsim.schedules.rl_base import Batch, RLSchedule
 
     class MySchedule(RLSchedule):
-        def run_step(self, step):
+        def rollout(self, step, timing):
             algo = self.scenario.algorithm
-            timing = {}
             start = self.env.now
             prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt)
             timing["timing_s/gen"] = self.env.now - start
-            yield from self.train_batch(prompt + response, timing)
-            self.mark_trained(self.last_batch)
-            self.env.policy_version += 1
-            return StepOutcome(timing, prompt, response)
+            return Batch(prompt, response, [r.rid for r in self.last_batch])
 
     monkeypatch.setitem(schedules.SCHEDULES, "hybridflow", MySchedule)
     res = simulate(load_scenario(ROOT / "scenarios/quickstart.yaml", SMALL))

@@ -20,10 +20,9 @@ import simpy
 from rlsim.costs.training import train_pass_time
 from rlsim.engine.fleet import role_hardware
 from rlsim.engine.request import Request
-from rlsim.schedules.base import StepOutcome
 from rlsim.schedules.groups import Group, Sample
 from rlsim.schedules.least_loaded import LeastLoaded
-from rlsim.schedules.rl_base import RLSchedule
+from rlsim.schedules.rl_base import Batch, RLSchedule
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import sample_lengths
 
@@ -423,16 +422,17 @@ class FullyAsyncSchedule(RLSchedule):
         self._preempted = 0
         yield from ()
 
-    def run_step(self, step: int):
+    def rollout(self, step: int, timing: dict):
+        """The trainer's side of the buffer: wait for a batch of finished groups (AReaL: within eta)."""
         env = self.env
-        start = env.now
-        while (batch := self._take_batch()) is None:
+        self._step_start = env.now
+        while (groups := self._take_batch()) is None:
             self._trainer_wake = env.event()
             yield self._trainer_wake
             self._trainer_wake = None
-        timing = {"timing_s/wait_rollout": env.now - start}
+        timing["timing_s/wait_rollout"] = env.now - self._step_start
         self._last_drain_s = None
-        samples = [s for g in batch for s in g.samples if s.outcome == "completed"]
+        samples = [s for g in groups for s in g.samples if s.outcome == "completed"]
         prompt = np.array([s.prompt_tokens for s in samples])
         generated = np.array([s.generated for s in samples])
         response = generated + np.array([s.observation_tokens for s in samples])
@@ -440,28 +440,32 @@ class FullyAsyncSchedule(RLSchedule):
         stale = np.array([version - s.oldest_version for s in samples])
         for s in samples:
             s.trained_step, s.trained_version = step, version
-            self.collector.sample_trained(s.sid, step, version)
-        self.multi_version += sum(len(s.version_tokens) > 1 for s in samples)
+        multi = int(sum(len(s.version_tokens) > 1 for s in samples))
+        self.multi_version += multi
+        self.trained_tokens += int(generated.sum())
         # Rewards were computed per sample during rollout (rule workers or the judge engines).
         skip = ("reward",) if self.spec.recompute_logprob else ("reward", "old_log_prob")
-        yield from self.train_batch(prompt + response, timing, skip=skip)
-        env.policy_version += 1
+        return Batch(prompt, response, [s.sid for s in samples], skip, {
+            "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
+            "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
+            "samples/multi_version": multi,
+            "trainer/prompt_groups": len(groups),
+            "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
+        })
+
+    def after_update(self, step: int, timing: dict, batch: Batch):
+        """Every `trigger_parameter_sync_step` updates: pause the engines and push the new weights."""
+        env = self.env
         if (step + 1) % self.sync_every == 0:
             timing["timing_s/sync_rollout_weights"] = yield from self._update_weights()
             if self._last_drain_s is not None:
                 timing["timing_s/drain_rollout"] = self._last_drain_s  # part of the sync
-        self.trained_tokens += int(generated.sum())
         preempted = sum(e.preemptions for e in self.engines)
         self._preemptions, self._preempted = preempted - self._preempted, preempted
-        return StepOutcome(timing, prompt, response, {
-            "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
-            "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
-            "samples/multi_version": int(sum(len(s.version_tokens) > 1 for s in samples)),
+        return {
             "samples/dropped_stale": self.dropped_stale,
-            "trainer/prompt_groups": len(batch),
-            "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
-            "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - start, 1e-12),
-        })
+            "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - self._step_start, 1e-12),
+        }
 
     def after_steps(self):
         """What the run leaves unfinished is accounted for, not lost."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlsim.schedules.base import StepOutcome
-from rlsim.schedules.rl_base import RLSchedule
+from rlsim.schedules.rl_base import Batch, RLSchedule
 
 
 class HybridFlowSchedule(RLSchedule):
@@ -79,10 +78,7 @@ class HybridFlowSchedule(RLSchedule):
 
         return score
 
-    def run_step(self, step: int):
-        timing: dict[str, float] = {}
+    def rollout(self, step: int, timing: dict):
         prompt, response = yield from self._rollout(timing)
-        yield from self.train_batch(prompt + response, timing, skip=("reward",) if self.sample_judging else ())
-        self.mark_trained(self.batch_requests)
-        self.env.policy_version += 1
-        return StepOutcome(timing, prompt, response)
+        skip = ("reward",) if self.sample_judging else ()
+        return Batch(prompt, response, [r.rid for r in self.batch_requests], skip)

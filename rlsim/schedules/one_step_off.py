@@ -8,8 +8,7 @@ and every trained sample is exactly one version stale (the first batch: zero).
 
 from __future__ import annotations
 
-from rlsim.schedules.base import StepOutcome
-from rlsim.schedules.rl_base import RLSchedule
+from rlsim.schedules.rl_base import Batch, RLSchedule
 
 
 class OneStepOffSchedule(RLSchedule):
@@ -29,18 +28,17 @@ class OneStepOffSchedule(RLSchedule):
         self.pending = self._launch()
         yield from ()
 
-    def run_step(self, step: int):
+    def rollout(self, step: int, timing: dict):
+        """Wait for batch k, push the current weights, start generating batch k+1, hand over batch k."""
         env = self.env
         start = env.now
         prompt, response, gen_time, batch_requests = yield self.pending
-        timing = {"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time}
+        timing.update({"timing_s/wait_prev_gen": env.now - start, "timing_s/generate_async": gen_time})
         batch_version = self.engines[0].weight_version
         timing["timing_s/sync_rollout_weights"] = yield from self.broadcast_weights()
         # The next batch starts generating even after the last step, as in a run that goes on: the last
         # measured step is steady state, not a drain (its samples end the run in flight).
         self.pending = self._launch()
-        yield from self.train_batch(prompt + response, timing)
-        self.mark_trained(batch_requests)
         staleness = env.policy_version - batch_version
-        env.policy_version += 1
-        return StepOutcome(timing, prompt, response, {"staleness/mean": float(staleness), "staleness/max": staleness})
+        return Batch(prompt, response, [r.rid for r in batch_requests],
+                     columns={"staleness/mean": float(staleness), "staleness/max": staleness})

@@ -7,6 +7,8 @@ a weight sync, a hybrid-engine switch) and how it occupies its pool are the same
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from rlsim.costs.offload import offload_time
@@ -15,12 +17,25 @@ from rlsim.costs.training import forward_pass_time, train_pass_time
 from rlsim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.engine.request import Request
 from rlsim.limits import MAX_SECONDS, MAX_TURNS
-from rlsim.schedules.base import Schedule
+from rlsim.schedules.base import Schedule, StepOutcome
 from rlsim.schedules.dispatch import assign_engines
 from rlsim.schedules.gpu_locks import GpuLocks
 from rlsim.schedules.least_loaded import LeastLoaded
 from rlsim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.workload import LengthSampler, sample_lengths
+
+
+@dataclass
+class Batch:
+    """What a rollout phase hands the trainer: sequence lengths, the samples' ids, phases to skip
+    (scored during rollout), and declared step columns (staleness) known before training."""
+
+    prompt: np.ndarray
+    response: np.ndarray
+    sample_ids: list[int] = field(default_factory=list)
+    skip: tuple[str, ...] = ()
+    columns: dict = field(default_factory=dict)
+
 
 # verl's forward phases, in the order its trainer calls them, with the role that runs each.
 FORWARD_PHASES = (("reward", "reward"), ("old_log_prob", "actor"), ("ref", "reference"), ("values", "critic"))
@@ -250,10 +265,28 @@ class RLSchedule(Schedule):
         yield self.env.timeout(n * algo.rule_reward_s_per_sample / algo.rule_reward_workers)
         timing["timing_s/reward"] = self.env.now - start
 
-    def mark_trained(self, requests) -> None:
-        """Report the trainer version each request's sample is trained at (per-sample staleness)."""
-        for r in requests:
-            self.collector.sample_trained(r.rid, self.env.rl_step, self.env.policy_version)
+    # ------------------------------------------------------------------ the RL step
+
+    def run_step(self, step: int):
+        """Every RL schedule's step: its rollout phase hands over a batch, the trainer trains it, the
+        policy version moves on, then whatever follows an update (a weight sync) runs."""
+        timing: dict[str, float] = {}
+        batch = yield from self.rollout(step, timing)
+        yield from self.train_batch(batch.prompt + batch.response, timing, skip=batch.skip)
+        for sample_id in batch.sample_ids:  # trained at the trainer's current version (per-sample staleness)
+            self.collector.sample_trained(sample_id, step, self.env.policy_version)
+        self.env.policy_version += 1
+        columns = yield from self.after_update(step, timing, batch)
+        return StepOutcome(timing, batch.prompt, batch.response, {**batch.columns, **columns})
+
+    def rollout(self, step: int, timing: dict):
+        """The schedule's phase code: produce the batch the trainer takes now (a generator)."""
+        raise NotImplementedError
+
+    def after_update(self, step: int, timing: dict, batch: Batch):
+        """After the version moved on (a weight sync, for instance); returns extra step columns."""
+        yield from ()
+        return {}
 
     def after_steps(self):
         """Multi-turn runs: how every launched trajectory ended."""
