@@ -449,6 +449,7 @@ class FullyAsyncSchedule(RLSchedule):
             "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
             "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
             "samples/multi_version": multi,
+            "samples/dropped_stale": self.dropped_stale,  # drops happen only when a batch is taken
             "trainer/prompt_groups": len(groups),
             "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
         })
@@ -463,7 +464,6 @@ class FullyAsyncSchedule(RLSchedule):
         preempted = sum(e.preemptions for e in self.engines)
         self._preemptions, self._preempted = preempted - self._preempted, preempted
         return {
-            "samples/dropped_stale": self.dropped_stale,
             "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - self._step_start, 1e-12),
         }
 
