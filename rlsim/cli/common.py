@@ -35,9 +35,23 @@ def fail(lines: list[str], code: int = 2) -> NoReturn:
 
 
 def shipped_scenarios() -> list[Path]:
-    """Every shipped scenario YAML (sweep files under scenarios/sweeps/ are not scenarios)."""
+    """Every shipped scenario YAML: sweep files (scenarios/sweeps/) and plan spaces are not scenarios."""
     root = shipped_dir("scenarios")
-    return sorted(p for p in root.rglob("*.yaml") if "sweeps" not in p.relative_to(root).parts[:-1])
+    return sorted(p for p in root.rglob("*.yaml")
+                  if "sweeps" not in p.relative_to(root).parts[:-1] and not _is_plan_space(p))
+
+
+def _is_plan_space(path: Path) -> bool:
+    """A `rlsim plan` space file (scenarios/plan/*) has no cluster of its own: it varies a scenario's."""
+    if "plan" not in path.parent.name:
+        return False
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return not (isinstance(data, dict) and "cluster" in data)
 
 
 def resolve_scenario_path(name: str) -> Path:

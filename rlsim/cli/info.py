@@ -53,13 +53,15 @@ def scenarios() -> None:
     from rlsim.paths import shipped_dir
 
     root = shipped_dir("scenarios")
-    table = Table(box=box.SIMPLE_HEAD, title="shipped scenarios (rlsim run NAME)", pad_edge=False)
-    table.add_column("name", no_wrap=True)
-    table.add_column("schedule", no_wrap=True)
-    table.add_column("GPUs", justify="right", no_wrap=True)
-    table.add_column("policy model", no_wrap=True, overflow="ellipsis")
-    for path in shipped_scenarios():
-        table.add_row(str(path.relative_to(root).with_suffix("")), *_describe(path))
+    rows = [(str(path.relative_to(root).with_suffix("")), *_describe(path)) for path in shipped_scenarios()]
+    table = Table(box=box.SIMPLE_HEAD, title="shipped scenarios (rlsim run NAME)", pad_edge=False, expand=False)
+    # Name, schedule and GPUs must read whole (the name is what `rlsim run` takes); the model is shortened.
+    table.add_column("name", no_wrap=True, min_width=max((len(r[0]) for r in rows), default=4))
+    table.add_column("schedule", no_wrap=True, min_width=max((len(r[1]) for r in rows), default=8))
+    table.add_column("GPUs", justify="right", no_wrap=True, min_width=max((len(r[2]) for r in rows), default=4))
+    table.add_column("policy model", no_wrap=True, overflow="ellipsis", min_width=10)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 
