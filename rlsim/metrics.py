@@ -141,6 +141,9 @@ def summarize(
         if key in measured:  # each column says once whether it is per step or a running total
             column = measured[key]
             summary[key.replace("/", "_")] = float(column.iloc[-1] if column_kind(key) == CUMULATIVE else column.sum())
+    calibration = getattr(scn, "calibration", None)
+    if calibration is not None:  # fitted on a real run's logs: every predicted figure carries its ± band
+        summary["calibration_band_pct"] = float(calibration.band_pct)
     prices = pool_prices(scn)
     if all(p is not None for p in prices.values()):
         cost = sum(pool_gpus[p] * prices[p] for p in pool_gpus) * window / 3600.0

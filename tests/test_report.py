@@ -478,3 +478,22 @@ def test_step_breakdown_stacks_only_phases_that_add_up_to_the_step():
     assert "side by side" not in stacked.get_title() and "side by side" in side.get_title()
     assert max(p.get_y() + p.get_height() for p in stacked.patches) == pytest.approx(10.0)
     assert max(p.get_y() + p.get_height() for p in side.patches) == pytest.approx(9.0)
+
+
+def test_a_calibrated_run_carries_its_band_into_summary_and_compare(tmp_path):
+    """Issue 13: the calibration's ± band reaches every predicted figure: summary.json, the compare table."""
+    from typer.testing import CliRunner
+
+    from rlsim.cli import app
+
+    overlay = tmp_path / "cal.yaml"
+    overlay.write_text('calibration:\n  fitted_from: "a test log"\n  band_pct: 5.0\n')
+    res = CliRunner().invoke(app, ["compare", "quickstart", "--set", "steps=1", "--set",
+                                   "algorithm.prompts_per_step=16", "--set", f"calibration={overlay}",
+                                   "--out", str(tmp_path / "cmp"), "--no-plots", "-q"])
+    assert res.exit_code == 0, res.output
+    assert "calibration band" in res.output
+    ci = pd.read_csv(tmp_path / "cmp" / "compare_ci95.csv", index_col=0)
+    table = pd.read_csv(tmp_path / "cmp" / "compare.csv", index_col=0)
+    assert ci["step_time_s"].iloc[0] == pytest.approx(0.05 * table["step_time_s"].iloc[0])
+    assert ci["throughput_tokens_per_s"].iloc[0] == pytest.approx(0.05 * table["throughput_tokens_per_s"].iloc[0])

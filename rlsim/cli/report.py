@@ -120,20 +120,23 @@ def compare(
     if ci is not None:
         ci.to_csv(out / "compare_ci95.csv")
         written.append(out / "compare_ci95.csv")
-    console.print(compare_view(table, ci))
+    console.print(compare_view(table, ci, over_seeds=seeds > 1))
     if plots:
         written.append(save_figure(compare_chart(table, ci), out / f"compare.{fmt.value}"))
     console.print(f"wrote {', '.join(str(p) for p in written)}", markup=False, highlight=False, soft_wrap=True)
 
 
-def compare_view(table, ci=None):
+def compare_view(table, ci=None, over_seeds: bool = True):
     """The comparison as a rich table: one column per run, values never wrapped (headers may wrap)."""
     from rich import box
     from rich.table import Table
 
     from rlsim.report.compare import display_label, format_value
 
-    view = Table(title="rlsim compare" + ("\nmean ± 95% interval over seeds" if ci is not None else ""),
+    note = ""
+    if ci is not None:
+        note = "\nmean ± 95% interval over seeds" if over_seeds else "\n± the calibration band (calibrated runs)"
+    view = Table(title="rlsim compare" + note,
                  box=box.SIMPLE_HEAD, pad_edge=False)
     view.add_column("metric", style="bold", no_wrap=True)
     for label in table.index:

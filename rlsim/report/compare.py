@@ -92,7 +92,18 @@ def _row(run: RunSummary) -> tuple[dict, dict]:
         row[f"idle/{pool}"] = idle
     for phase, frac in (s.get("busy_fraction_by_phase") or {}).items():
         row[f"busy/{phase}"] = frac
-    return row, {}
+    return row, _band(s)
+
+
+BANDED = ("step_time_s", "throughput_tokens_per_s", "throughput_tokens_per_s_per_gpu", "samples_per_s")
+
+
+def _band(summary: dict) -> dict:
+    """A calibrated run's ± band (`calibration:` overlay) on its predicted figures, as half-widths."""
+    band = summary.get("calibration_band_pct")
+    if not band:
+        return {}
+    return {k: summary[k] * band / 100 for k in BANDED if isinstance(summary.get(k), int | float)}
 
 
 def _ordered(rows: list[dict], labels: list[str]) -> pd.DataFrame:
@@ -111,10 +122,13 @@ def comparison_table(runs: Sequence[RunSummary]) -> pd.DataFrame:
 
 
 def interval_table(runs: Sequence[RunSummary]) -> pd.DataFrame | None:
-    """The 95% half-width of every comparison_table cell (NaN without replicates); None if no run has any."""
-    if all(r.stats is None for r in runs):
+    """The half-width of every comparison_table cell: the 95% interval over seed replicates, or a calibrated
+    run's ± band (NaN where neither); None if no run has any."""
+    if all(r.stats is None and not r.summary.get("calibration_band_pct") for r in runs):
         return None
-    return _ordered([_row(r)[1] for r in runs], [r.label for r in runs])
+    values = comparison_table(runs)
+    widths = pd.DataFrame([_row(r)[1] for r in runs], index=values.index)
+    return widths.reindex(columns=values.columns).astype(float)
 
 
 LABELS = {
