@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -90,8 +89,7 @@ def test_same_seed_same_plan_serial_and_local(tmp_path):
     assert set(serial["status"]) >= {"evaluated", "pruned"}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None or not os.environ.get("RLSIM_TEST_RAY"),
-                    reason="Ray start-up takes ~20 s: set RLSIM_TEST_RAY=1 (and install rlsim[ray])")
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'rlsim[ray]')")
 def test_ray_gives_the_local_plan(tmp_path):
     pd.testing.assert_frame_equal(_small_plan(tmp_path, "ray", "r"), _small_plan(tmp_path, "local", "l"))
 
