@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import simpy
+from simpy.core import BoundClass
 
 from rlsim.engine.collector import RunCollector
 from rlsim.engine.ledger import GpuLedger
@@ -17,6 +18,11 @@ from rlsim.engine.ledger import GpuLedger
 class SimEnvironment(simpy.Environment):
     def __init__(self, seed: int = 0):
         super().__init__()
+        # simpy binds `env.timeout`, `env.event`, ... to the instance only for names in the instance's own
+        # class dict, which for a subclass is empty: without this every `env.timeout(...)` builds a bound method.
+        for name, obj in vars(simpy.Environment).items():
+            if type(obj) is BoundClass:
+                setattr(self, name, getattr(self, name))
         self.rng = np.random.default_rng(seed)
         self.ledger = GpuLedger()
         self.collector = RunCollector()  # what the schedule reports: step rows, samples, trajectories

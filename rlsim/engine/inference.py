@@ -143,7 +143,7 @@ class InferenceEngine:
 
     @property
     def kv_used(self) -> float:
-        return self._running_context() + self._cache_tokens
+        return self._base + len(self.running) * self._tick + self._cache_tokens  # _running_context() + cache
 
     @property
     def load(self) -> int:
@@ -275,8 +275,10 @@ class InferenceEngine:
             self._busy_start = None
 
     def _sample_stats(self) -> None:
-        if self.stats is not None:
-            self.stats.append((self.env.now, len(self.running), self.kv_used))
+        stats = self.stats
+        if stats is not None:
+            b = len(self.running)
+            stats.append((self.env.now, b, self._base + b * self._tick + self._cache_tokens))  # kv_used
 
     # ------------------------------------------------------------------ admission and prefill
 
@@ -284,12 +286,14 @@ class InferenceEngine:
         """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix)."""
         admitted: list[tuple[Request, int, int]] = []
         max_seqs = self.settings.max_num_seqs
+        prefix_caching = self.settings.enable_prefix_caching
+        waiting, running = self.waiting, self.running
         pending = 0  # KV the requests admitted so far in this round will hold
-        while self.waiting and len(self.running) + len(admitted) < max_seqs:
-            req = self.waiting[0]
+        while waiting and len(running) + len(admitted) < max_seqs:
+            req = waiting[0]
             cached = 0
             if (
-                self.settings.enable_prefix_caching
+                prefix_caching
                 and req.trajectory_id is not None
                 and req.generated == 0
                 and self._prefix_cache.get(req.trajectory_id, -1) >= req.prefix_tokens > 0
@@ -298,19 +302,19 @@ class InferenceEngine:
             new_tokens = req.context_tokens - cached
             # Room for its KV (plus the token the prefill emits) and one more decode step for the whole
             # batch, with vLLM's 1% watermark: a just-preempted request is not readmitted at once.
-            batch = len(self.running) + len(admitted)
+            batch = len(running) + len(admitted)
             headroom = max(batch + 1, 0.01 * self.kv_capacity) if batch else 1
             need = new_tokens + 1 + headroom
             if self.kv_capacity - self.kv_used - pending < need:
                 self._evict_cache_until(need + pending, keep=req.trajectory_id if cached else None)
-            if self.kv_capacity - self.kv_used - pending < need:
-                if not self.running and not admitted:
-                    raise EngineCapacityError(
-                        f"{self.name}: a request needs {need} KV tokens but the engine holds "
-                        f"{self.kv_capacity:.0f}"
-                    )
-                break
-            self.waiting.popleft()
+                if self.kv_capacity - self.kv_used - pending < need:  # (unchanged KV passed the test above)
+                    if not running and not admitted:
+                        raise EngineCapacityError(
+                            f"{self.name}: a request needs {need} KV tokens but the engine holds "
+                            f"{self.kv_capacity:.0f}"
+                        )
+                    break
+            waiting.popleft()
             if cached:
                 self._cache_drop(req.trajectory_id)
             elif req.trajectory_id is not None:
@@ -353,20 +357,28 @@ class InferenceEngine:
 
     def _drop_stale_heap_top(self) -> None:
         """Discard heap entries of requests that left the batch (preempted, aborted) or re-joined."""
-        heap = self._heap
-        while heap and (heap[0][2] not in self.running or heap[0][1] != heap[0][2]._heap_seq):
+        heap, running = self._heap, self.running
+        while heap:
+            _, seq, req = heap[0]
+            if req in running and seq == req._heap_seq:
+                return
             heapq.heappop(heap)
 
     def _pop_completions(self) -> int:
+        heap, running, tick = self._heap, self.running, self._tick
         done = 0
-        while True:
-            self._drop_stale_heap_top()
-            if not self._heap or self._heap[0][0] > self._tick:
-                return done
-            _, _, req = heapq.heappop(self._heap)
+        while heap:
+            end, seq, req = heap[0]
+            if req not in running or seq != req._heap_seq:
+                heapq.heappop(heap)  # stale (as _drop_stale_heap_top)
+                continue
+            if end > tick:
+                break
+            heapq.heappop(heap)
             self._leave(req)
             self._finish(req)
             done += 1
+        return done
 
     def _preempt_one(self) -> None:
         """Recompute-mode preemption (vLLM default): the newest request gives back its KV."""
@@ -405,7 +417,7 @@ class InferenceEngine:
             self._cache_tokens = 0
 
     def _run(self):
-        env = self.env
+        env, settings, running = self.env, self.settings, self.running
         while True:
             if self.load_watch is not None:  # every change of `load` in the process happens before the next yield
                 self.load_watch.add(self)
@@ -420,12 +432,12 @@ class InferenceEngine:
                 self._busy()
                 self._sample_stats()
                 dt = self._prefill_duration(admitted)
-                if self.settings.chunked_prefill and self.running:
+                if settings.chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
                     n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))
-                    iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / self.settings.max_num_batched_tokens))
+                    iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / settings.max_num_batched_tokens))
                     steps = min(iters, n)
-                    c = self._coefficients(len(self.running))
+                    c = self._coefficients(len(running))
                     dt += c.steps_time(self._running_context(), steps) - steps * c.fixed
                     yield env.timeout(dt)
                     self._advance(steps)
@@ -434,7 +446,7 @@ class InferenceEngine:
                     yield env.timeout(dt)
                 self._complete_prefill(admitted)
                 continue
-            if not self.running:
+            if not running:
                 self._idle()
                 self._wake = env.event()
                 yield self._wake
@@ -446,8 +458,9 @@ class InferenceEngine:
                 continue
             self._busy()
             self._sample_stats()
-            c = self._coefficients(len(self.running))
-            s0 = self._running_context()
+            b = len(running)
+            c = self._coeffs.get(b) or self._coefficients(b)
+            s0 = self._base + b * self._tick  # _running_context()
             dt = c.steps_time(s0, n)
             self._segment = (env.now, dt, s0, n, c)
             self._segment_steps = n

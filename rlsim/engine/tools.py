@@ -64,13 +64,15 @@ class EnvironmentPool:
 
     def _set_in_service(self, delta: int) -> None:
         now = self.env.now
-        self._busy_slot_s += self.in_service * (now - self._changed_at)
+        in_service = self.in_service
+        self._busy_slot_s += in_service * (now - self._changed_at)
         self._changed_at = now
-        self.in_service += delta
-        if self.in_service > self.concurrency or self.in_service < 0:
-            raise RuntimeError(f"environment pool {self.name!r}: {self.in_service} in service, "
+        self.in_service = in_service = in_service + delta
+        if in_service > self.spec.concurrency or in_service < 0:
+            raise RuntimeError(f"environment pool {self.name!r}: {in_service} in service, "
                                f"concurrency {self.concurrency}")
-        self.max_in_service = max(self.max_in_service, self.in_service)
+        if in_service > self.max_in_service:
+            self.max_in_service = in_service
 
     def hold(self, seconds: float | Callable[[], float]) -> Generator[simpy.Event, object, float]:
         """Queue for a slot, keep it `seconds`, give it back; returns the time spent queueing.

@@ -74,13 +74,15 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
     if tools is not None:  # environment start-up (sandbox boot, game reset) before the first turn
         yield from tools.cold_start(("traj", traj.tid))
     new_tokens = traj.prompt_tokens
+    max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
+    tool_table = _tool_table(tuple(sorted(agent.tool_mix.items()))) if agent.tool_mix else None  # as pick_tool
     for turn in range(traj.turns_planned):
         if traj.cancelled:
             break
-        room = agent.max_context_tokens - traj.context - new_tokens
+        room = max_context - traj.context - new_tokens
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
-        want = sample_length(agent.tokens_per_turn, rng)
+        want = sample_length(tokens_per_turn, rng)
         req = Request(next_rid(), new_tokens, max(1, min(want, room)), prefix_tokens=traj.context,
                       trajectory_id=("traj", traj.tid), meta={"trajectory": traj.tid, "turn": turn})
         start = env.now
@@ -99,9 +101,12 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
             traj.observation_tokens += new_tokens
         for v, n in req.version_tokens.items():
             traj.version_tokens[v] = traj.version_tokens.get(v, 0) + n
-        if turn == traj.turns_planned - 1 or traj.context >= agent.max_context_tokens:
+        if turn == last_turn or traj.context >= max_context:
             break
-        tool = pick_tool(agent.tool_mix, rng)
+        if tool_table is None:
+            tool = pick_tool(agent.tool_mix, rng)
+        else:
+            tool = tool_table[0][bisect_right(tool_table[1], rng.random())]
         traj.tool_calls += 1
         result = yield from tools.call(tool)
         if traj.cancelled:
