@@ -54,11 +54,11 @@ def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
     problems = check_scenario(scn)
     if problems or scn.schedule.kind not in RL_SCHEDULES:
         return scn, problems
-    problems = hybridflow_problems(scn, max_sequence_tokens(scn))
+    resolved = resolve_placement(scn)  # once: the checks below and the result share it
+    problems = hybridflow_problems(scn, max_sequence_tokens(scn), resolved)
     if problems:
         return scn, problems
-    placement, problems = resolve_placement(scn)
-    return (placement.scenario if placement is not None else scn), problems
+    return resolved[0].scenario, []
 
 
 def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
@@ -226,8 +226,10 @@ REQUIRED_ROLES = {
 }
 
 
-def hybridflow_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
-    """Roles the algorithm needs, then the placement and its memory."""
+def hybridflow_problems(
+    scn: Scenario, max_seq_tokens: int, resolved: tuple[Placement | None, list[Problem]] | None = None
+) -> list[Problem]:
+    """Roles the algorithm needs, then the placement and its memory (`resolved`: resolve_placement(scn))."""
     kind = scn.algorithm.kind
     if kind not in REQUIRED_ROLES:
         return [Problem("algorithm.kind", f"the hybridflow schedule trains a policy; {kind!r} is generation only")]
@@ -246,12 +248,15 @@ def hybridflow_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
         if shared:
             return [Problem("roles.reward.pool", f"{schedule} scores samples while other roles run, so the LLM "
                             f"judge needs GPUs of its own; it shares GPUs with {', '.join(shared)}")]
-    return placement_problems(scn, max_seq_tokens)
+    return placement_problems(scn, max_seq_tokens, resolved)
 
 
-def placement_problems(scn: Scenario, max_seq_tokens: int) -> list[Problem]:
+def placement_problems(
+    scn: Scenario, max_seq_tokens: int, resolved: tuple[Placement | None, list[Problem]] | None = None
+) -> list[Problem]:
     """Problems of a hybridflow placement: the shortcut itself, then the memory of each colocated set."""
-    placement, problems = resolve_placement(scn)
+    placement, problems = resolved if resolved is not None else resolve_placement(scn)
+    problems = list(problems)
     if placement is None:
         return problems
     rs = placement.scenario
