@@ -17,8 +17,6 @@ import math
 import numpy as np
 import simpy
 
-from rlsim.costs.training import train_pass_time
-from rlsim.engine.fleet import role_hardware
 from rlsim.engine.request import Request
 from rlsim.schedules.groups import Group, Sample
 from rlsim.schedules.least_loaded import LeastLoaded
@@ -400,20 +398,6 @@ class FullyAsyncSchedule(RLSchedule):
         if self.verl:
             self._wake("_rollout_wake")  # a slot in verl's queue freed
         return batch
-
-    def phase_time(self, phase: str, role: str, seq_lens: np.ndarray) -> float:
-        """As RLSchedule's, with verl's optimizer updates per step (require_batches x epochs) when set."""
-        if not phase.startswith("update_") or self.mini_batches == self.scenario.algorithm.mini_batches:
-            return super().phase_time(phase, role, seq_lens)
-        scn = self.scenario
-        r = self._role(role)
-        t = r.train
-        return train_pass_time(
-            scn.models[r.model], role_hardware(scn, r), seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role),
-            t.ppo_max_token_len_per_gpu, self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
-            overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
-            grad_bytes=t.grad_comm_bytes_per_param,
-        )
 
     def before_steps(self):
         for e in self.engines:

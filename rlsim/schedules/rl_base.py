@@ -60,6 +60,8 @@ class RLSchedule(Schedule):
         self.hybrid = scn.roles_share_gpus("rollout", "actor")
         self.lengths = LengthSampler(scn.workload, env.rng)
         self.trajectories: list[Trajectory] = []
+        # Optimizer updates per epoch of a step (verl fully_async derives its own from require_batches).
+        self.mini_batches = scn.algorithm.mini_batches
         if scn.environments.tools:
             from rlsim.engine.tools import ToolRunner
 
@@ -153,11 +155,11 @@ class RLSchedule(Schedule):
         model, hw = scn.models[r.model], role_hardware(scn, r)
         t = r.train
         if phase.startswith("update_"):
-            algo = scn.algorithm
             return train_pass_time(
                 model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
-                algo.mini_batches, algo.epochs, balance=t.balance_batch, overlap_grad_reduce=t.overlap_grad_reduce,
-                shard_optimizer=True, gpus_per_node=self._gpn(role), grad_bytes=t.grad_comm_bytes_per_param,
+                self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
+                overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
+                grad_bytes=t.grad_comm_bytes_per_param,
             )
         return forward_pass_time(
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
