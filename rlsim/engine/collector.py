@@ -108,6 +108,12 @@ TRAJECTORY_COLUMNS = [
 ]
 
 
+def token_accounting(generated: int, trained: int, discarded: int) -> dict[str, int]:
+    """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""
+    return {"tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": discarded,
+            "tokens_in_flight": generated - trained - discarded}
+
+
 class RunCollector:
     """Typed reports from a schedule; read back as plain rows by `simulate()`."""
 
@@ -186,10 +192,7 @@ class RunCollector:
 
     def tokens(self, generated: int, trained: int, discarded: int) -> None:
         """Asynchronous runs: every generated token is trained, discarded or still in flight."""
-        self.token_totals = {
-            "tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": discarded,
-            "tokens_in_flight": generated - trained - discarded,
-        }
+        self.token_totals = token_accounting(generated, trained, discarded)
 
     def outcome_counts(self) -> dict[str, int]:
         if not self.trajectory_rows:

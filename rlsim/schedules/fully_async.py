@@ -17,6 +17,7 @@ import math
 import numpy as np
 import simpy
 
+from rlsim.engine.collector import token_accounting
 from rlsim.engine.request import Request
 from rlsim.schedules.groups import Group, Sample
 from rlsim.schedules.least_loaded import LeastLoaded
@@ -465,9 +466,6 @@ class FullyAsyncSchedule(RLSchedule):
         yield from ()
 
     def token_accounting(self) -> dict:
-        """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""
-        generated = sum(e.tokens_generated for e in self.engines)
-        trained = self.trained_tokens
-        in_flight = generated - trained - self.tokens_discarded
-        return {"tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": self.tokens_discarded,
-                "tokens_in_flight": in_flight}
+        """This run's token accounting so far (rlsim.engine.collector.token_accounting)."""
+        return token_accounting(sum(e.tokens_generated for e in self.engines), self.trained_tokens,
+                                self.tokens_discarded)
