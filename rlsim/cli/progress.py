@@ -134,7 +134,7 @@ def simulate_with_progress(scenario, seed: int | None = None, bar: LazyBar | Non
         return simulate(scenario, seed=seed, progress=bar.update)
     except SimulationStalled as exc:
         if bar is not None:
-            bar.__exit__(None, None, None)
+            bar.close()  # the bar off the terminal before the reason is printed
         fail([f"{scenario.name}: {exc}"], code=1)
 
 
