@@ -7,6 +7,7 @@ stderr and the exit code is 2.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -80,3 +81,11 @@ def load(scenario: str, overrides: list[str] | None):
         return load_scenario(resolve_scenario_path(scenario), overrides or [])
     except ScenarioError as exc:
         fail(exc.lines())
+
+
+class BackendName(StrEnum):
+    """Where simulations run (rlsim.sweep.runner.make_backend): `sweep` and `plan` take the same choices."""
+
+    serial = "serial"
+    local = "local"
+    ray = "ray"

@@ -14,7 +14,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from rlsim.cli.common import QuietOption, SetOption, console, err, fail, resolve_scenario_path
+from rlsim.cli.common import BackendName, QuietOption, SetOption, console, err, fail, resolve_scenario_path
 from rlsim.scenario.errors import ScenarioError
 
 
@@ -22,12 +22,6 @@ class ObjectiveName(StrEnum):
     throughput = "throughput"
     cost = "cost"
     time_to_steps = "time-to-steps"
-
-
-class PlanBackend(StrEnum):
-    serial = "serial"
-    local = "local"
-    ray = "ray"
 
 
 class _BarProgress:
@@ -52,8 +46,8 @@ def plan(
     max_gpus: Annotated[int | None, typer.Option(help="Most GPUs a cluster may have")] = None,
     objective: Annotated[ObjectiveName, typer.Option(help="What to maximise", case_sensitive=False)] =
     ObjectiveName.throughput,
-    backend: Annotated[PlanBackend, typer.Option(help="Where candidates run", case_sensitive=False)] =
-    PlanBackend.local,
+    backend: Annotated[BackendName, typer.Option(help="Where candidates run", case_sensitive=False)] =
+    BackendName.local,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores)")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of every simulation and of the sampler")] = None,
     out: Annotated[Path | None, typer.Option(help="Plan folder (default runs/<scenario name>-plan)")] = None,

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rlsim.cli.common import QuietOption, console, err, fail, resolve_scenario_path
+from rlsim.cli.common import BackendName, QuietOption, console, err, fail, resolve_scenario_path
 from rlsim.cli.reproduce import FigureFormat
 from rlsim.scenario.errors import ScenarioError
 
@@ -40,12 +40,6 @@ SUMMARY_COLUMNS = {  # headline metrics of the end-of-sweep table, with short he
     "cost_per_million_tokens_usd": "$ per M\ntokens",
 }
 MAX_ROWS = 30
-
-
-class BackendName(StrEnum):
-    serial = "serial"
-    local = "local"
-    ray = "ray"
 
 
 class Better(StrEnum):
