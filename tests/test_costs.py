@@ -363,10 +363,11 @@ def test_describe_format():
 
 
 def test_training_flops_formula(llama7b):
-    # One 4096-token sequence: 6N*4096 + 12*L*(heads*d_head)*4096^2 (verl flops_counter).
-    expected = 6 * N7B * 4096 + 12 * 32 * 4096 * 4096**2
+    # One 4096-token sequence: 6N*4096 + 6*L*(heads*d_head)*4096^2, the causal count of verl 0.9.1's
+    # flops_counter (_estimate_qwen2_flops): half of the unmasked 12*L*q*s^2 that older verl used.
+    expected = 6 * N7B * 4096 + 6 * 32 * 4096 * 4096**2
     assert training_flops(llama7b, 4096, 4096**2) == pytest.approx(expected)
-    assert forward_flops(llama7b, 4096, 4096**2) == pytest.approx(2 * N7B * 4096 + 4 * 32 * 4096 * 4096**2)
+    assert forward_flops(llama7b, 4096, 4096**2) == pytest.approx(2 * N7B * 4096 + 2 * 32 * 4096 * 4096**2)
 
 
 def test_moe_training_flops_use_active_params():

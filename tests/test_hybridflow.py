@@ -66,10 +66,10 @@ def test_two_gpu_colocated_ppo_step_by_hand(toy_profile):
     switch = 0.5
     # Generation: one prefill of 4 x 8 tokens (emits the first token), then 3 decode steps at batch 4.
     gen = prefill_time(m, hw, 2, 32, 4 * 64, 0) + decode_coefficients(m, hw, 2, 4).steps_time(4 * 9, 3)
-    # Forward passes over 4 sequences of 12 tokens on 2 GPUs (tp2, dp1): 2N per token + 4 L q s^2.
-    fwd = (2 * n * 48 + 4 * L * q * 4 * 144) / (2 * peak * 0.5)
-    # Updates: 2 mini-batches of 2 sequences: 6N per token + 12 L q s^2, then Adam over N/2 params per GPU.
-    mini = (6 * n * 24 + 12 * L * q * 2 * 144) / (2 * peak * 0.4) + 32 * n / 2 / 2e12
+    # Forward passes over 4 sequences of 12 tokens on 2 GPUs (tp2, dp1): 2N per token + 2 L q s^2 (causal).
+    fwd = (2 * n * 48 + 2 * L * q * 4 * 144) / (2 * peak * 0.5)
+    # Updates: 2 mini-batches of 2 sequences: 6N per token + 6 L q s^2 (causal), then Adam over N/2 params per GPU.
+    mini = (6 * n * 24 + 6 * L * q * 2 * 144) / (2 * peak * 0.4) + 32 * n / 2 / 2e12
     upd = 2 * mini
     step = res.steps.iloc[0]
     assert step["timing_s/update_weights"] == pytest.approx(switch, rel=1e-9)

@@ -32,12 +32,16 @@ ADAM_STEP_BYTES_PER_PARAM = 32.0
 
 
 def training_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
-    """6N per token plus causal attention 12*L*q_dim*sum(s^2), as in verl's flops_counter.
+    """6N per token plus causal attention 6*L*q_dim*sum(s^2) (forward + backward), as verl counts it.
 
-    N is the active parameter count: an MoE token only multiplies through its routed experts.
+    N is the active parameter count: an MoE token only multiplies through its routed experts. The
+    attention term is the causal count: QK^T and PV are 4*q_dim*s^2 per layer in forward, halved by
+    the causal mask that FlashAttention skips block by block, and tripled for backward. verl 0.9.1's
+    `flops_counter._estimate_qwen2_flops` uses this 6*s^2 form (its older releases used 12, the
+    unmasked count, which overstates a long-sequence pass by up to ~25%: docs/sources.md §3).
     """
     q_dim = model.heads * model.d_head
-    return 6.0 * model.active_params * tokens + 12.0 * model.layers * q_dim * seq_len_sq_sum
+    return 6.0 * model.active_params * tokens + 6.0 * model.layers * q_dim * seq_len_sq_sum
 
 
 def forward_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
