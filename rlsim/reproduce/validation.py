@@ -33,7 +33,7 @@ REGRESSION_GUARD_PCT = {
     "verl Megatron sync timing_s/old_log_prob": 30.0,
     "verl": 24.0,
     "llama-13b generation latency cut": 6.0,
-    "HybridFlow": 30.0,
+    "HybridFlow": 8.0,
     "Frontier Llama-2-7B H800 linear layers, 128 tokens": 7.0,
     "Frontier": 25.0,
     "SGLang": 16.0,
@@ -69,10 +69,15 @@ def hybridflow_rows() -> tuple[list[dict], pd.DataFrame]:
     share = actor_share_row(grid)
     rows.append({k: share[k] for k in ("name", "source", "published", "simulated")})
     split = grid[(grid["placement"] == "split") & grid["feasible"]]
-    rows.append({"name": "HybridFlow GPU idle with actor and critic on separate GPUs (split, mean of the grid)",
-                 "source": "docs/sources.md §5 (HybridFlow: about 1/3)", "published": 1.0 / 3.0,
-                 "simulated": float(split["gpu_idle_fraction"].mean())})
-    return rows, findings(grid)
+    idle = float(split["gpu_idle_fraction"].mean())
+    # "Roughly a third" is a published bound, not a point: it holds when the idle share is nearer 1/3 than
+    # the neighbouring simple fractions 1/4 and 1/2, i.e. within [7/24, 5/12].
+    low, high = (1 / 4 + 1 / 3) / 2, (1 / 3 + 1 / 2) / 2
+    idle_bound = pd.DataFrame([{
+        "name": "HybridFlow GPU idle with actor and critic on separate GPUs (split, mean of the grid)",
+        "source": "docs/sources.md §5 (HybridFlow)", "expected": f"about 1/3 (scored {low:.3f}-{high:.3f})",
+        "simulated": f"{idle:.3f}", "passed": low <= idle <= high}])
+    return rows, pd.concat([findings(grid), idle_bound], ignore_index=True)
 
 
 def decode_shape_rows() -> list[dict]:
