@@ -49,13 +49,16 @@ def run_schedule(data: dict) -> tuple[FullyAsyncSchedule, dict]:
 @given(eta=st.sampled_from([0, 1, 2, 3, None]),
        interrupt=st.sampled_from(["keep", "recompute", "abort-resume", "abort-discard"]),
        prompts=st.sampled_from([2, 4, 6]), n=st.integers(1, 4), seed=st.integers(0, 50),
-       max_conc=st.sampled_from([None, 3, 20]))
-def test_staleness_bound_and_no_sample_lost_or_trained_twice(eta, interrupt, prompts, n, seed, max_conc):
-    data = small_async(eta=eta, interrupt=interrupt, steps=4, prompts=prompts, n=n, max_concurrent_rollouts=max_conc)
+       max_conc=st.sampled_from([None, 3, 20]), drop=st.booleans())
+def test_staleness_bound_and_no_sample_lost_or_trained_twice(eta, interrupt, prompts, n, seed, max_conc, drop):
+    data = small_async(eta=eta, interrupt=interrupt, steps=4, prompts=prompts, n=n, max_concurrent_rollouts=max_conc,
+                       drop_stale=drop and eta is not None)
     data["seed"] = seed
     sched, acct = run_schedule(data)
-    if eta is not None:
+    if eta is not None and drop:  # AReaL bounds staleness at admission; only the drop option bounds it when trained
         assert max(sched.staleness_values) <= eta
+    if not drop:
+        assert sched.dropped_stale == 0
     # Every trained sample was generated in full, trained once; no sample is in two places.
     trained = [s for s in sched.samples_all if s.finished and s.group not in sched.buffer]
     rows = sum(r["samples"] for r in sched.step_rows)

@@ -204,6 +204,8 @@ def test_drain_is_slower_than_interruptible_generation_with_long_tails():
     ({"consumer_batch_size": 8, "require_batches": 2, "ppo_mini_batch_size": 2},
      "test: schedule.consumer_batch_size: AReaL's consumer_batch_size and verl's require_batches / "
      "ppo_mini_batch_size both set the prompt groups per trainer step and disagree (8 vs 4)"),
+    ({"staleness_threshold": 0.5, "drop_stale": True},
+     "test: schedule.drop_stale: drop_stale drops samples older than max_head_offpolicyness versions"),
 ])
 def test_contradictory_framework_knobs_are_one_line_errors(schedule, line):
     with pytest.raises(ScenarioError) as exc:
@@ -235,9 +237,13 @@ def test_roll_has_no_verl_sync_knobs():
 
 
 def test_areal_admission_rule_holds_at_every_start():
-    """AReaL's code form: accepted + running <= (eta + version + 1) x B at every group start."""
+    """AReaL's code form: accepted + running <= (eta + version + 1) x B at every group start.
+
+    With the rlsim `drop_stale` option on, a dropped group frees its slot and no trained sample is older
+    than eta.
+    """
     eta, prompts = 1, 4
-    sched = run(scenario(steps=5, prompts=prompts, sigma=1.2, max_head_offpolicyness=eta))
+    sched = run(scenario(steps=5, prompts=prompts, sigma=1.2, max_head_offpolicyness=eta, drop_stale=True))
     assert not sched.verl and sched.drop_stale and sched.interrupt == "recompute"
     groups = groups_of(sched)
     for t, gid, _ in sched.admission_log:
@@ -247,6 +253,23 @@ def test_areal_admission_rule_holds_at_every_start():
                              and all(s.fate == "dropped" for s in g.samples))
         assert started - dropped_before <= (eta + version + 1) * prompts + 1e-9
     assert max(sched.staleness_values) <= eta
+
+
+def test_areal_bounds_staleness_at_admission_only_and_trains_every_finished_sample():
+    """AReaL 1.0.4 (docs/sources.md §7): no staleness drop; the trainer takes the oldest finished groups.
+
+    With a long tail a sample admitted within the bound can finish more than eta versions later: it is
+    trained, not dropped (staleness above eta is then possible and reported).
+    """
+    eta, prompts = 1, 4
+    sched = run(scenario(steps=5, prompts=prompts, sigma=1.2, max_head_offpolicyness=eta))
+    assert not sched.drop_stale and sched.dropped_stale == 0
+    fates = {s.fate for g in groups_of(sched) for s in g.samples}
+    assert "dropped" not in fates
+    assert max(sched.staleness_values) > eta  # the same run with drop_stale: true keeps every sample <= eta
+    for t, gid, _ in sched.admission_log:  # admission still obeys the rule (nothing frees a slot early)
+        version = sum(1 for r in sched.step_rows if "timing_s/sync_rollout_weights" in r and r["end_s"] <= t)
+        assert gid + 1 <= (eta + version + 1) * prompts + 1e-9
 
 
 def test_resolved_knobs_survive_a_dump_and_reload():

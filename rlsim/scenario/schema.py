@@ -680,7 +680,9 @@ class FullyAsyncSpec(Strict):
     - AReaL (default, `max_head_offpolicyness` eta, in policy versions): a new prompt group starts
       only while capacity = min(max_concurrent_rollouts - running, (eta + version + 1) * B -
       (accepted + running)) > 0, B = `consumer_batch_size` groups x `trigger_parameter_sync_step`;
-      samples older than eta when training comes are dropped (docs/sources.md §7).
+      the trainer takes finished groups oldest first and trains them whatever their age: the bound acts
+      at admission only (AReaL 1.0.4 areal/infra/staleness_manager.py and workflow_executor.wait_results,
+      docs/sources.md §7). `drop_stale: true` adds a drop of samples older than eta (an rlsim option).
     - verl fully_async (`staleness_threshold` s, a fraction): per weight version the rollouter starts
       groups while staleness_samples < (1 + s) x trigger_parameter_sync_step x require_batches x
       ppo_mini_batch_size, where staleness_samples counts the groups started since the last sync plus
@@ -709,6 +711,11 @@ class FullyAsyncSpec(Strict):
         description="Prompt groups in flight at most (null: AReaL: only the staleness rule limits, with eta "
         "also null 4 x consumer_batch_size; verl: min(16 x rollout engines, the staleness cap), verl's "
         "concurrent_samples_per_replica = 16)",
+    )
+    drop_stale: bool = Field(
+        default=False,
+        description="Drop finished samples older than max_head_offpolicyness when the trainer takes them (an "
+        "rlsim option: neither AReaL 1.0.4 nor verl drops; AReaL bounds staleness at admission only)",
     )
     interrupt: Literal["keep", "recompute", "abort-resume", "abort-discard", "drain"] = Field(
         default="recompute",
@@ -786,6 +793,9 @@ class FullyAsyncSpec(Strict):
             self.interrupt = "abort-resume"  # verl's default: partial_rollout: True
         if self.staleness_threshold is not None:
             self.max_head_offpolicyness = None  # AReaL's default eta does not apply under verl's rule
+        if self.drop_stale and self.max_head_offpolicyness is None:
+            _knob_error("drop_stale", True, "drop_stale drops samples older than max_head_offpolicyness versions; "
+                        "it needs that bound set (not null, and not verl's staleness_threshold)")
         return self
 
     @property
@@ -864,6 +874,7 @@ class RollSpec(Strict):
     trigger_parameter_sync_step: ClassVar[int] = 1
     staleness_threshold: ClassVar[None] = None
     verl_rule: ClassVar[bool] = False
+    drop_stale: ClassVar[bool] = False  # ROLL expires groups by start step instead (schedules/roll.py)
 
     def consumer_groups(self, algo: AlgorithmSpec) -> int:
         return algo.prompts_per_step

@@ -3,8 +3,8 @@
 A rollout controller keeps prompt groups in flight on the inference engines, admitting a new group
 only while the staleness rule allows it (AReaL's eta in versions, or verl fully_async's
 staleness_threshold fraction of a sync's samples); each finished group goes to a buffer. The trainer
-takes its batch of groups (AReaL: oldest first, dropping samples older than eta; verl: in queue order,
-never dropping), trains, and pushes the new weights: every engine pauses at its next step boundary,
+takes its batch of groups (AReaL: oldest first; verl: in queue order; neither drops stale samples
+unless `drop_stale`), trains, and pushes the new weights: every engine pauses at its next step boundary,
 the weights are broadcast, and in-flight sequences keep their KV, re-prefill with the new weights,
 are aborted and resumed (or restarted), or (drain) run to completion before the weights load while
 nothing new is admitted. Every token remembers the policy version that produced it.
@@ -55,8 +55,8 @@ class FullyAsyncSchedule(RLSchedule):
         self._buffer_checked = (-1, 0)  # (policy version, n): the first n buffered groups were fresh at it
         self.rollout_version = 0
         self.syncs = 0  # weight pushes so far: the version index the admission rule counts in
-        # verl's rule bounds how far rollout runs ahead but never drops samples; AReaL's drops them.
-        self.drop_stale = not self.verl
+        # Neither framework drops stale samples (both bound staleness at admission); `drop_stale` opts in.
+        self.drop_stale = spec.drop_stale
         self._rollout_wake = None
         self._trainer_wake = None
         self._next_gid = 0

@@ -30,7 +30,6 @@ class RollSchedule(FullyAsyncSchedule):
         self.filtered_groups = 0
         self.expired_groups = 0
         self.redundant_aborted = 0
-        self.drop_stale = False  # ROLL expires by start step instead (below)
         self._expiry_seen = 0  # samples_all[:_expiry_seen] started before the expiry bound last looked at
         self._expiry_running: list = []  # those of them still running then, in sample order
 
