@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from rlsim.engine.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
@@ -44,9 +45,21 @@ class Result:
 
 
 def _engine_stats(engines) -> pd.DataFrame:
-    rows = [(e.name, e.pool, t, b, kv, e.kv_capacity) for e in engines for (t, b, kv) in (e.stats or [])]
+    """One row per batch change of each engine, built by columns (a large run records millions of rows)."""
     columns = ["engine", "pool", "time_s", "running", "kv_tokens", "kv_capacity_tokens"]
-    return pd.DataFrame(rows, columns=columns)
+    recorded = [e for e in engines if e.stats_columns is not None and e.stats_columns[0]]
+    if not recorded:
+        return pd.DataFrame([], columns=columns)
+    rows = [len(e.stats_columns[0]) for e in recorded]
+
+    def per_engine(values: list) -> np.ndarray:
+        return np.repeat(np.array(values, dtype=object if isinstance(values[0], str) else None), rows)
+
+    data = {"engine": per_engine([e.name for e in recorded]), "pool": per_engine([e.pool for e in recorded])}
+    for name, i in (("time_s", 0), ("running", 1), ("kv_tokens", 2)):
+        data[name] = np.concatenate([np.array(e.stats_columns[i]) for e in recorded])
+    data["kv_capacity_tokens"] = per_engine([e.kv_capacity for e in recorded])
+    return pd.DataFrame(data, columns=columns)
 
 
 def _resolved(scenario: Scenario) -> Scenario:

@@ -11,6 +11,7 @@ are exactly the plain i.i.d. ones, in the same order, so existing scenarios keep
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cache
 from statistics import NormalDist
 
@@ -70,7 +71,12 @@ def sample_lengths(dist: LengthDistribution, n: int, rng: np.random.Generator) -
 
 
 def sample_length(dist: LengthDistribution, rng: np.random.Generator) -> int:
-    """One length: the value `sample_lengths(dist, 1, rng)[0]` gives, from the same draws, without arrays.
+    """One length: the value `sample_lengths(dist, 1, rng)[0]` gives, from the same draws, without arrays."""
+    return length_sampler(dist)(rng)
+
+
+def length_sampler(dist: LengthDistribution) -> Callable[[np.random.Generator], int]:
+    """`sample_length(dist, .)` with the distribution read once: for a caller drawing many lengths from one law.
 
     A multi-turn agent draws one per turn and per tool call, where the array machinery costs more
     than the draw; scalar draws of numpy's Generator consume its stream exactly as size-1 arrays do.
@@ -78,13 +84,16 @@ def sample_length(dist: LengthDistribution, rng: np.random.Generator) -> int:
     kind = dist.kind  # the tag, cheaper than isinstance on pydantic classes
     if kind == "lognormal" and _plain_law(dist):
         mean, cap = stage_at(dist, 0) if dist.mean_schedule else (dist.mean, dist.max)
-        x = rng.lognormal(_plain_mu(mean, dist.sigma), dist.sigma)
-        return min(cap, max(dist.min, round(x)))  # np.clip(np.rint(x), min, cap): rint and round both go half-even
+        mu, sigma, low = _plain_mu(mean, dist.sigma), dist.sigma, dist.min
+        # np.clip(np.rint(x), min, cap): rint and round both go half-even
+        return lambda rng: min(cap, max(low, round(rng.lognormal(mu, sigma))))
     if kind == "uniform":
-        return int(rng.integers(dist.min, dist.max, endpoint=True, dtype=np.int64))
+        low, high = dist.min, dist.max
+        return lambda rng: int(rng.integers(low, high, endpoint=True, dtype=np.int64))
     if kind == "fixed":
-        return int(dist.value)
-    return int(sample_lengths(dist, 1, rng)[0])
+        value = int(dist.value)
+        return lambda rng: value
+    return lambda rng: int(sample_lengths(dist, 1, rng)[0])
 
 
 def _plain_law(dist: LognormalLength) -> bool:

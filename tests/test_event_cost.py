@@ -72,7 +72,7 @@ def small_async() -> dict:
         "algorithm": {"kind": "grpo", "prompts_per_step": 16, "samples_per_prompt": 8, "mini_batches": 2},
         "workload": {"prompt_length": {"kind": "uniform", "min": 32, "max": 256},
                      "response_length": {"kind": "lognormal", "mean": 400, "sigma": 1.0, "max": 4000}},
-        "schedule": {"kind": "fully-async", "max_head_offpolicyness": 1, "interrupt": "recompute"},
+        "schedule": {"kind": "fully-async", "max_head_offpolicyness": 1, "interrupt": "recompute", "drop_stale": True},
     }
 
 
@@ -228,3 +228,51 @@ def test_scalar_draws_are_the_array_draws(seed):
         for dist in latencies:
             assert sample_latency(dist, a) == float(sample_latency(dist, b, 1)[0])
     assert a.random() == b.random()
+
+
+def test_trajectory_turns_leave_no_reference_cycles():
+    """A finished turn's request and its `done` event are freed by reference counting, not by the collector.
+
+    Only a sample's last request may stay in a cycle (samples and their groups refer to each other).
+    """
+    import gc
+
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        res = simulate(parse_scenario(small_agentic(), source="test"))
+        gc.collect()
+        leaked = sum(type(o) is Request for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    turns, trajectories = int(res.trajectories["turns"].sum()), len(res.trajectories)
+    assert turns > 2 * trajectories  # multi-turn: a cycle per turn would show
+    assert leaked <= trajectories
+
+
+class StatsEngine:
+    """What the engine-statistics table reads of an engine."""
+
+    def __init__(self, name: str, columns) -> None:
+        self.name, self.pool, self.kv_capacity, self.stats_columns = name, "gen", 1000.0, columns
+
+
+def test_engine_stats_table_built_by_columns_is_the_row_table():
+    import pandas as pd
+
+    from rlsim.simulate import _engine_stats
+
+    engines = [StatsEngine("e0", ([0, 0.5, 1.25], [0, 2, 1], [0, 22, 13])), StatsEngine("e1", None),
+               StatsEngine("e2", ([], [], [])), StatsEngine("e3", ([0.25], [4], [40]))]
+    rows = [(e.name, e.pool, t, b, kv, e.kv_capacity) for e in engines if e.stats_columns
+            for t, b, kv in zip(*e.stats_columns, strict=True)]
+    expected = pd.DataFrame(rows, columns=["engine", "pool", "time_s", "running", "kv_tokens", "kv_capacity_tokens"])
+    got = _engine_stats(engines)
+    pd.testing.assert_frame_equal(got, expected)
+    pd.testing.assert_frame_equal(_engine_stats(engines[1:3]), expected.iloc[:0].reset_index(drop=True),
+                                  check_dtype=False)

@@ -8,7 +8,7 @@ from typing import Any
 import simpy
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
     """`prompt_tokens` new tokens to prefill, then `max_new_tokens` to decode (its sampled length).
 

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ import simpy
 
 from rlsim.costs.environment import Outcome, attempt_outcome, backoff_delay, sample_latency
 from rlsim.scenario.schema import EnvironmentsSpec, EnvPoolSpec, ToolSpec
-from rlsim.workload import sample_length
+from rlsim.workload import length_sampler
 
 TOOL_STATS_COLUMNS = [
     "calls", "ok_calls", "failed_calls", "attempts", "failed_attempts", "timeouts",
@@ -40,6 +41,7 @@ TOOL_STATS_COLUMNS = [
 POOL_STATS_COLUMNS = [
     "concurrency", "cold_start_s", "requests", "cold_starts", "max_in_service", "busy_fraction", "mean_queue_s",
 ]
+T = TypeVar("T")  # what an attempt's draw decides besides how long it holds its slot
 
 
 class EnvironmentPool:
@@ -79,17 +81,28 @@ class EnvironmentPool:
 
         `seconds` may be a function called once the slot is granted, so that draws happen in event order.
         """
+        draw = (lambda: (None, seconds())) if callable(seconds) else (lambda: (None, seconds))
+        queued, _, _ = yield from self.attempt(draw)
+        return queued
+
+    def attempt(self, draw: Callable[[], tuple[T, float]]) -> Generator[simpy.Event, object, tuple[float, T, float]]:
+        """Queue for a slot, `draw()` -> (what, seconds), hold it, give it back; returns (queued, what, seconds).
+
+        The draw happens once the slot is granted, so that random draws happen in event order.
+        """
         env = self.env
         asked = env.now
         if self.slots_free and not self._waiting and env.peek() > asked:
             self.slots_free -= 1  # the shortcut: nothing else is due before the grant would be processed
+            queued = 0.0
         else:
             yield from self._queue_for_slot()
-        queued = env.now - asked
+            queued = env.now - asked
         self.queue_times.append(queued)
         self._set_in_service(+1)
+        what, seconds = draw()
         try:
-            yield env.timeout(seconds() if callable(seconds) else seconds)
+            yield env.timeout(seconds)
         except GeneratorExit:  # a process collected after the run: no hand-over (as simpy's `with` does)
             self._set_in_service(-1)
             raise
@@ -99,7 +112,7 @@ class EnvironmentPool:
             raise
         self._set_in_service(-1)
         self._give_back()
-        return queued
+        return queued, what, seconds
 
     def _queue_for_slot(self) -> Generator[simpy.Event, object, None]:
         """Join the FIFO queue; as simpy does, a free slot then goes to the head of the queue."""
@@ -160,9 +173,11 @@ class EnvironmentPool:
         return len(self._cold_started)
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    """How one tool call went, as the trajectory sees it (times in seconds of simulated wall clock)."""
+class ToolResult(NamedTuple):
+    """How one tool call went, as the trajectory sees it (times in seconds of simulated wall clock).
+
+    Immutable; a named tuple rather than a frozen dataclass because an agentic run makes one per tool call.
+    """
 
     tool: str
     ok: bool
@@ -207,15 +222,19 @@ class ToolRunner:
         self.pools: dict[str, EnvironmentPool] = {n: EnvironmentPool(env, n, p) for n, p in spec.pools.items()}
         self.tools: dict[str, ToolSpec] = dict(spec.tools)
         self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
+        rng: np.random.Generator = env.rng  # type: ignore[attr-defined]
+        self._draws = {t: partial(_draw_attempt, s, rng) for t, s in self.tools.items()}  # one attempt's fate
+        self._observations = {t: length_sampler(s.observation_tokens) for t, s in self.tools.items()}
 
     def call(self, tool: str) -> Generator[simpy.Event, object, ToolResult]:
         """One tool call with up to max_attempts attempts (use with `yield from` inside a SimPy process)."""
         spec = self.tools[tool]
         pool = self.pools[spec.pool]
-        rng: np.random.Generator = self.env.rng  # type: ignore[attr-defined]
+        draw = self._draws[tool]
         stats = self._stats[tool]
         stats.calls += 1
-        start = self.env.now
+        env = self.env
+        start = env.now
         queue_s = service_s = 0.0
         outcome: Outcome = "failed"
         attempt = 0
@@ -223,11 +242,10 @@ class ToolRunner:
             if attempt > 0:
                 wait = backoff_delay(spec.backoff_s, attempt)
                 if wait > 0:
-                    yield self.env.timeout(wait)
+                    yield env.timeout(wait)
             attempt += 1
-            drawn: list[tuple[Outcome, float]] = []
-            queue_s += yield from pool.hold(partial(_draw_attempt, spec, rng, drawn))
-            outcome, held = drawn[0]
+            queued, outcome, held = yield from pool.attempt(draw)
+            queue_s += queued
             service_s += held
             stats.attempts += 1
             if outcome == "ok":
@@ -237,8 +255,8 @@ class ToolRunner:
             else:
                 stats.failed_attempts += 1
         ok = outcome == "ok"
-        tokens = sample_length(spec.observation_tokens, rng) if ok else 0
-        end = self.env.now
+        tokens = self._observations[tool](env.rng) if ok else 0
+        end = env.now
         stats.ok_calls += ok
         stats.latencies.append(end - start)
         stats.queue_times.append(queue_s)
@@ -298,12 +316,10 @@ class ToolRunner:
         return df
 
 
-def _draw_attempt(spec: ToolSpec, rng: np.random.Generator, out: list[tuple[Outcome, float]]) -> float:
-    """Draw an attempt's fate once its slot is granted; appends (outcome, seconds held) to `out`."""
+def _draw_attempt(spec: ToolSpec, rng: np.random.Generator) -> tuple[Outcome, float]:
+    """An attempt's fate, drawn once its slot is granted: (outcome, seconds it holds the slot)."""
     latency = sample_latency(spec.latency, rng)
-    failed = _failure_draw(spec.failure_prob, rng, latency, spec.timeout_s)
-    out.append(attempt_outcome(latency, failed, spec.timeout_s))
-    return out[-1][1]
+    return attempt_outcome(latency, _failure_draw(spec.failure_prob, rng, latency, spec.timeout_s), spec.timeout_s)
 
 
 def _failure_draw(failure_prob: float, rng: np.random.Generator, latency: float, timeout_s: float | None) -> bool:

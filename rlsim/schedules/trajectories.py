@@ -16,12 +16,12 @@ from functools import cache
 import numpy as np
 
 from rlsim.engine.request import Request
-from rlsim.workload import sample_length
+from rlsim.workload import length_sampler
 
 OUTCOMES = ("completed", "failed", "aborted", "dropped")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Trajectory:
     """Where one sample's multi-turn rollout stands and how it ended."""
 
@@ -76,20 +76,22 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
     new_tokens = traj.prompt_tokens
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
     tool_table = _tool_table(tuple(sorted(agent.tool_mix.items()))) if agent.tool_mix else None  # as pick_tool
+    turn_tokens, submit, key = length_sampler(tokens_per_turn), engine.submit, ("traj", traj.tid)
     for turn in range(traj.turns_planned):
         if traj.cancelled:
             break
         room = max_context - traj.context - new_tokens
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
-        want = sample_length(tokens_per_turn, rng)
-        req = Request(next_rid(), new_tokens, max(1, min(want, room)), prefix_tokens=traj.context,
-                      trajectory_id=("traj", traj.tid), meta={"trajectory": traj.tid, "turn": turn})
+        want = turn_tokens(rng)
+        req = Request(next_rid(), new_tokens, max(1, min(want, room)), traj.context, key,
+                      {"trajectory": traj.tid, "turn": turn})
         start = env.now
-        engine.submit(req)
+        submit(req)
         if on_request is not None:
             on_request(req, traj)
         yield req.done
+        req.done = None  # the event holds the request as its value: leave no cycle for the collector to find
         if req.aborted:
             traj.outcome, traj.reason = "aborted", "aborted during generation"
             break
