@@ -199,8 +199,10 @@ def sample_lognormal(
         return np.clip(np.rint(np.exp(y)), dist.min, cap).astype(np.int64), wrong
     t = _cap_threshold(mu_right, mu_wrong, s, w, f)
     hit = y >= t
-    # Below the threshold: the same rank within [0, P(< cap)) of the component's own law.
-    u = _phi((y - mu) / s) / _phi((t - mu) / s) * _phi((math.log(cap) - mu) / s)
+    # Below the threshold: the same rank within [0, P(< cap)) of the component's own law. Draws at or above
+    # it take the cap; their rank (0/0 where the threshold sits far below the law) is never used.
+    below = _phi((t - mu) / s)
+    u = np.divide(_phi((y - mu) / s), below, out=np.zeros_like(y), where=below > 0) * _phi((math.log(cap) - mu) / s)
     body = np.exp(mu + s * _phi_inv(u))
     body = np.clip(np.rint(body), dist.min, cap - 1)
     return np.where(hit, cap, body).astype(np.int64), wrong
