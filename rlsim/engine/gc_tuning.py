@@ -4,7 +4,8 @@ The loop allocates millions of short-lived objects (events, requests, tuples). W
 thresholds (a young-generation pass every 700 net allocations) the collector walks the run's growing
 live state thousands of times, and full passes grow with it: 44% of a 1,024-GPU agentic run's CPU.
 Passes every 200,000 allocations (about 12% there) still reclaim the few reference cycles a run makes
-(a request and its `done` event refer to each other); the process's thresholds are restored after.
+(a single-turn request and its `done` event, whose value is the request; a sample and its prompt group;
+a trajectory's turns leave none, run_trajectory drops each `done`); the process's thresholds are restored after.
 """
 
 from __future__ import annotations
