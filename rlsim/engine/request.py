@@ -22,7 +22,6 @@ class Request:
     max_new_tokens: int
     prefix_tokens: int = 0
     trajectory_id: Any = None
-    meta: dict = field(default_factory=dict)
     # Filled in by the engine.
     engine: str | None = None
     arrival_s: float | None = None

@@ -193,7 +193,7 @@ class FullyAsyncSchedule(RLSchedule):
     def _submit(self, s: Sample) -> None:
         """Send a sample's remaining work to the least-loaded engine (continuing from its partial output)."""
         req = Request(self.next_request_id(), s.prompt_tokens, s.response_tokens - s.generated,
-                      prefix_tokens=s.generated, meta={"group": s.group.gid})
+                      prefix_tokens=s.generated)
         s.request = req
         self._live[req] = s
         self._least_loaded().submit(req)

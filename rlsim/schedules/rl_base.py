@@ -79,7 +79,7 @@ class RLSchedule(Schedule):
         out = self.scenario.algorithm.judge_output_tokens
         reqs = []
         for n in seq_lens:
-            req = Request(self.next_request_id(), int(n), out, meta={"judge": True})
+            req = Request(self.next_request_id(), int(n), out)
             self._judge_by_load.pick().submit(req)  # the least-loaded judge (ties: by name)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
