@@ -27,6 +27,20 @@ from rlsim.cli.common import err
 DEFAULT_DELAY_S = 1.0
 
 
+def bar_columns(field: str) -> list:
+    """rlsim's progress-bar layout; `field` names the task field shown after the count (unit, failures)."""
+    return [
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(f"{{task.fields[{field}]}}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    ]
+
+
 def progress_delay_s() -> float:
     """Seconds before a bar shows (RLSIM_PROGRESS_DELAY_S; tests set 0)."""
     try:
@@ -66,23 +80,11 @@ class LazyBar:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _columns(self) -> list:
-        return [
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[unit]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        ]
-
     def _start(self) -> None:
         with self._lock:
             if self._closed or self._progress is not None:
                 return
-            self._progress = Progress(*self._columns(), console=self.console, transient=True)
+            self._progress = Progress(*bar_columns("unit"), console=self.console, transient=True)
             self._progress.start()
             self._new_task()
 

@@ -14,18 +14,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress
 from rich.table import Table
 
 from rlsim.cli.common import BackendName, QuietOption, console, err, fail, resolve_scenario_path
+from rlsim.cli.progress import bar_columns, wants_progress
 from rlsim.cli.reproduce import FigureFormat
 from rlsim.scenario.errors import ScenarioError
 
@@ -53,18 +46,7 @@ class RichProgress:
 
     def __init__(self, enabled: bool = True):
         self.failed = 0
-        self._bar = Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=err,
-            disable=not enabled,
-        )
+        self._bar = Progress(*bar_columns("failed"), console=err, disable=not enabled)
         self._task = None
 
     def start(self, total: int, skipped: int) -> None:
@@ -158,7 +140,6 @@ def sweep(
     quiet: QuietOption = False,
 ) -> None:
     """Simulate a grid of scenario variants; resumable: re-running a sweep only runs what is missing."""
-    from rlsim.cli.progress import wants_progress
     from rlsim.sweep.grid import plan_sweep
     from rlsim.sweep.runner import SweepInterrupted, run_sweep
 
