@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import simpy
@@ -22,7 +22,7 @@ class Request:
     max_new_tokens: int
     prefix_tokens: int = 0
     trajectory_id: Any = None
-    # Filled in by the engine.
+    _: KW_ONLY  # the rest is filled in by the engine: never by position (a stray argument would land here)
     engine: str | None = None
     arrival_s: float | None = None
     admitted_s: float | None = None

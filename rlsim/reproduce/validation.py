@@ -100,8 +100,10 @@ def decode_shape_rows() -> list[dict]:
     rows.append({"name": "Frontier Llama-2-7B H800 linear layers, 128 tokens / 1 token",
                  "source": "docs/sources.md §9", "published": 7.6 / 7.1,
                  "simulated": linear_layers_time(l2, h800, 1, 128) / linear_layers_time(l2, h800, 1, 1)})
-    # Absolute time: tests the h800 profile's decode_eta_mem (assumed as H100's) against per-op timing of
-    # the 32 layers, which leaves out the embedding and LM head (their share of the weights is removed).
+    # Absolute time: tests the h800 profile's decode_eta_mem (H100's 0.69, from Vidur's per-operator profile
+    # of this same model on H100) against Frontier's per-op timing of the 32 layers on H800 (same HBM3 at
+    # 3.35 TB/s), which leaves out the embedding and LM head (their share of the weights is removed). The two
+    # profiles disagree (69% vs 54% of peak): a data conflict no datasheet mechanism separates.
     layers_share = 1.0 - l2.vocab * l2.hidden * (1 if l2.tied_embeddings else 2) / l2.params
     rows.append({"name": "Frontier Llama-2-7B H800 linear layers at 1 token, all 32 layers (s)",
                  "source": "docs/sources.md §9", "published": 7.1e-3,

@@ -84,8 +84,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
         want = turn_tokens(rng)
-        req = Request(next_rid(), new_tokens, max(1, min(want, room)), traj.context, key,
-                      {"trajectory": traj.tid, "turn": turn})
+        req = Request(next_rid(), new_tokens, max(1, min(want, room)), traj.context, key)
         start = env.now
         submit(req)
         if on_request is not None:
