@@ -8,7 +8,7 @@ what benchmarks of search servers and sandboxes report (docs/sources.md §7).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, Literal, overload
 
@@ -63,17 +63,32 @@ def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int |
 
 
 def _one_latency(dist: LatencyDistribution, rng: np.random.Generator) -> float:
-    if dist.kind == "fixed":
-        return float(dist.value)
-    if dist.kind == "uniform":
+    return latency_sampler(dist)(rng)
+
+
+def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator], float]:
+    """`sample_latency(dist, .)` with the distribution read once: for a tool drawing one per attempt.
+
+    Each returned function consumes the generator exactly as `sample_latency(dist, rng)` does.
+    """
+    kind = dist.kind
+    if kind == "fixed":
+        value = float(dist.value)
+        return lambda rng: value
+    if kind == "uniform":
         if dist.min > dist.max:
             raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
-        return float(rng.uniform(dist.min, dist.max))
-    if dist.kind == "lognormal":
-        x = float(rng.lognormal(math.log(dist.median), dist.sigma))
-        return x if dist.max is None else min(x, float(dist.max))
-    if dist.kind == "empirical":
-        return float(rng.choice(_empirical_seconds(dist.path, dist.column)))
+        low, high = dist.min, dist.max
+        return lambda rng: float(rng.uniform(low, high))
+    if kind == "lognormal":
+        mu, sigma = math.log(dist.median), dist.sigma
+        if dist.max is None:
+            return lambda rng: float(rng.lognormal(mu, sigma))
+        cap = float(dist.max)
+        return lambda rng: min(float(rng.lognormal(mu, sigma)), cap)
+    if kind == "empirical":
+        path, column = dist.path, dist.column
+        return lambda rng: float(rng.choice(_empirical_seconds(path, column)))
     raise TypeError(f"unknown latency distribution {type(dist).__name__}")
 
 

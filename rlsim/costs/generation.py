@@ -52,10 +52,19 @@ class DecodeCoefficients:
 
     def steps_within(self, s0: float, budget: float, n_max: int) -> int:
         """Largest n <= n_max whose steps fit in `budget` seconds (closed form, then an exact nudge)."""
+        return self.steps_split(s0, budget, n_max)[0]
+
+    def steps_split(self, s0: float, budget: float, n_max: int) -> tuple[int, float, float | None]:
+        """(n, steps_time(s0, n), steps_time(s0, n + 1) or None if n == n_max) for n = steps_within(...).
+
+        An engine cutting a segment short needs all three (the steps done, and when the step in flight
+        ends); the nudge below has already worked them out, so they come back with n.
+        """
         if budget <= 0 or n_max <= 0:
-            return 0
-        if self.steps_time(s0, n_max) <= budget:
-            return n_max
+            return 0, 0.0, (None if n_max <= 0 else self.steps_time(s0, 1))
+        t_max = self.steps_time(s0, n_max)
+        if t_max <= budget:
+            return n_max, t_max, None
         first = self.intercept + self.fixed + self.slope * s0
         g = self.slope * self.batch
         if g > 0:  # g/2 n^2 + (first - g/2) n - budget = 0
@@ -64,11 +73,16 @@ class DecodeCoefficients:
         else:
             n = int(budget / first) if first > 0 else n_max
         n = min(max(n, 0), n_max)
-        while n > 0 and self.steps_time(s0, n) > budget:
+        t_n = self.steps_time(s0, n)
+        while n > 0 and t_n > budget:
             n -= 1
-        while n < n_max and self.steps_time(s0, n + 1) <= budget:
-            n += 1
-        return n
+            t_n = self.steps_time(s0, n)
+        while n < n_max:
+            t_next = self.steps_time(s0, n + 1)
+            if t_next > budget:
+                return n, t_n, t_next
+            n, t_n = n + 1, t_next
+        return n, t_n, None
 
 
 def _weight_bytes_read(model: ModelShape, batch: int) -> float:
@@ -190,14 +204,44 @@ def prefill_time(
     """
     if new_tokens <= 0:
         return 0.0
-    o = overheads if overheads is not None else generic_overheads(hw)
     sq = new_tokens**2 if new_tokens_sq is None else new_tokens_sq
-    q_dim = model.heads * model.d_head
-    flops = 2.0 * model.active_params * new_tokens + 2.0 * model.layers * q_dim * (sq + 2.0 * cached_cross)
-    compute = flops / (hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute)
-    memory = _weight_bytes_read(model, int(new_tokens)) / (hw.hbm_bytes_per_s * tp * hw.decode_eta_mem)
-    comm = tp_allreduce_time(model, hw, tp, int(new_tokens), latency_s=o.allreduce_latency_s)
-    return max(compute, memory) + o.step_s + comm
+    return PrefillCost(model, hw, tp, overheads)(new_tokens, sq, cached_cross)
+
+
+class PrefillCost:
+    """`prefill_time` for one engine (model, GPU, tp, engine kind), with what does not depend on the batch
+    worked out once: an engine prefills once per admission round, and an agentic run has one per turn.
+
+    Calling it gives exactly `prefill_time`'s value (the same products, in the same order).
+    """
+
+    __slots__ = ("_model", "_hw", "_tp", "_latency_s", "_step_s", "_flops_per_token", "_flops_per_sq",
+                 "_compute_rate", "_memory_rate", "_dense_memory")
+
+    def __init__(self, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads | None = None):
+        o = overheads if overheads is not None else generic_overheads(hw)
+        self._model, self._hw, self._tp = model, hw, tp
+        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s
+        self._flops_per_token = 2.0 * model.active_params
+        self._flops_per_sq = 2.0 * model.layers * (model.heads * model.d_head)
+        self._compute_rate = hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute
+        self._memory_rate = hw.hbm_bytes_per_s * tp * hw.decode_eta_mem
+        # A dense model streams all its weights whatever the batch (an MoE only the experts it touches).
+        self._dense_memory = None if model.num_experts else _weight_bytes_read(model, 1) / self._memory_rate
+
+    def __call__(self, new_tokens: float, new_tokens_sq: float, cached_cross: float = 0.0) -> float:
+        """One iteration over `new_tokens` new tokens (sum of squares `new_tokens_sq`, cross term as above)."""
+        if new_tokens <= 0:
+            return 0.0
+        flops = self._flops_per_token * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
+        compute = flops / self._compute_rate
+        memory = self._dense_memory
+        if memory is None:
+            memory = _weight_bytes_read(self._model, int(new_tokens)) / self._memory_rate
+        tp = self._tp
+        comm = 0.0 if tp <= 1 else tp_allreduce_time(self._model, self._hw, tp, int(new_tokens),
+                                                     latency_s=self._latency_s)
+        return max(compute, memory) + self._step_s + comm
 
 
 def serving_itl(

@@ -22,7 +22,7 @@ from typing import Literal
 import simpy
 from simpy.events import URGENT
 
-from rlsim.costs.generation import DecodeCoefficients, decode_coefficients, prefill_time
+from rlsim.costs.generation import DecodeCoefficients, PrefillCost, decode_coefficients
 from rlsim.engine.environment import SimEnvironment
 from rlsim.engine.request import Request
 from rlsim.hardware import HardwareProfile
@@ -58,6 +58,7 @@ class InferenceEngine:
         self.tp = tp
         self.settings = settings
         self.overheads = settings.overheads(hw)  # the engine kind's per-step costs on this GPU
+        self._prefill_cost = PrefillCost(model, hw, tp, self.overheads)
         self.kv_capacity = float(kv_capacity_tokens)
         self.pool = pool
         self.role = role
@@ -176,14 +177,17 @@ class InferenceEngine:
         env = self.env
         start, dt, s0, n, c = self._segment
         wait = None
-        if env.now < start + dt:
-            elapsed = env.now - start
-            k = c.steps_within(s0, elapsed, n) if elapsed > 0 else 0
-            if k < n and c.steps_time(s0, k) < elapsed:  # a step is in flight: finish it
-                k += 1
-                end = start + c.steps_time(s0, k)
-                if end > env.now:
-                    wait = end - env.now
+        now = env.now
+        if now < start + dt:
+            elapsed = now - start
+            k = 0
+            if elapsed > 0:
+                k, t_k, t_next = c.steps_split(s0, elapsed, n)  # steps done by now; when the next one ends
+                if t_next is not None and t_k < elapsed:  # a step is in flight: finish it
+                    k += 1
+                    end = start + t_next
+                    if end > now:
+                        wait = end - now
             self._segment_steps = k
         if wait is not None:
             new = env.timeout(wait)
@@ -330,9 +334,7 @@ class InferenceEngine:
             cross += t * p
         sq, cross = float(sq), float(cross)
         iters = max(1, math.ceil(total / self.settings.max_num_batched_tokens))
-        return iters * prefill_time(
-            self.model, self.hw, self.tp, total / iters, sq / iters, cross / iters, overheads=self.overheads
-        )
+        return iters * self._prefill_cost(total / iters, sq / iters, cross / iters)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
         now, version = self.env.now, self.weight_version

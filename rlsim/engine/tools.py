@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from rlsim.costs.environment import Outcome, attempt_outcome, backoff_delay, sample_latency
+from rlsim.costs.environment import Outcome, attempt_outcome, backoff_delay, latency_sampler
 from rlsim.scenario.schema import EnvironmentsSpec, EnvPoolSpec, ToolSpec
 from rlsim.workload import length_sampler
 
@@ -223,8 +223,11 @@ class ToolRunner:
         self.tools: dict[str, ToolSpec] = dict(spec.tools)
         self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
         rng: np.random.Generator = env.rng  # type: ignore[attr-defined]
-        self._draws = {t: partial(_draw_attempt, s, rng) for t, s in self.tools.items()}  # one attempt's fate
+        # One attempt's fate, each tool's latency law read once.
+        self._draws = {t: partial(_draw_attempt, s, latency_sampler(s.latency), rng) for t, s in self.tools.items()}
         self._observations = {t: length_sampler(s.observation_tokens) for t, s in self.tools.items()}
+        # Pools that charge a start-up, in name order (the others cost nothing and take no slot).
+        self.cold_start_pools = [n for n in sorted(self.pools) if self.pools[n].spec.cold_start_s > 0]
 
     def call(self, tool: str) -> Generator[simpy.Event, object, ToolResult]:
         """One tool call with up to max_attempts attempts (use with `yield from` inside a SimPy process)."""
@@ -267,7 +270,7 @@ class ToolRunner:
     ) -> Generator[simpy.Event, object, float]:
         """Start a trajectory's environments, one pool after another (default: every pool with a cold start)."""
         total = 0.0
-        for name in sorted(self.pools) if pools is None else pools:
+        for name in self.cold_start_pools if pools is None else pools:
             total += yield from self.pools[name].cold_start(trajectory)
         return total
 
@@ -316,9 +319,13 @@ class ToolRunner:
         return df
 
 
-def _draw_attempt(spec: ToolSpec, rng: np.random.Generator) -> tuple[Outcome, float]:
-    """An attempt's fate, drawn once its slot is granted: (outcome, seconds it holds the slot)."""
-    latency = sample_latency(spec.latency, rng)
+def _draw_attempt(spec: ToolSpec, latency: Callable[[np.random.Generator], float],
+                  rng: np.random.Generator) -> tuple[Outcome, float]:
+    """An attempt's fate, drawn once its slot is granted: (outcome, seconds it holds the slot).
+
+    `latency` is `latency_sampler(spec.latency)`, built once per tool.
+    """
+    latency = latency(rng)
     return attempt_outcome(latency, _failure_draw(spec.failure_prob, rng, latency, spec.timeout_s), spec.timeout_s)
 
 

@@ -71,7 +71,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
     rng = env.rng
     traj.engine = engine.name
     traj.started_s = env.now
-    if tools is not None:  # environment start-up (sandbox boot, game reset) before the first turn
+    if tools is not None and tools.cold_start_pools:  # environment start-up (sandbox boot, game reset) first
         yield from tools.cold_start(("traj", traj.tid))
     new_tokens = traj.prompt_tokens
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
