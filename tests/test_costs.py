@@ -239,6 +239,32 @@ def test_steps_within_is_largest_fitting_n(a, slope, fixed, batch, s0, n_max, fr
         assert _brute_steps(c, s0, n + 1) > budget - tol  # ... and n + 1 does not
 
 
+@settings(max_examples=200)
+@given(a=_coef, slope=_slope, fixed=st.floats(1e-5, 1e-2), batch=st.integers(1, 512),
+       s0=st.floats(0.0, 1e6), n_max=st.integers(0, 200), frac=st.floats(-0.1, 1.2))
+def test_steps_split_returns_the_step_times_it_found(a, slope, fixed, batch, s0, n_max, frac):
+    """(n, t_n, t_n+1): n is steps_within's, and the two times are steps_time's exactly (the engine uses them)."""
+    c = DecodeCoefficients(a, slope, fixed, batch)
+    budget = frac * _brute_steps(c, s0, n_max)
+    n, t_n, t_next = c.steps_split(s0, budget, n_max)
+    assert n == c.steps_within(s0, budget, n_max)
+    assert t_n == c.steps_time(s0, n)
+    assert t_next == (None if n == n_max else c.steps_time(s0, n + 1))
+
+
+@pytest.mark.parametrize("preset,tp", [("llama-2-7b", 1), ("llama-3-70b", 4), ("qwen3-30b-a3b", 2)])
+def test_prefill_cost_is_prefill_time_exactly(preset, tp):
+    """An engine's PrefillCost gives prefill_time's value bit for bit (dense, TP, MoE; engine kinds or none)."""
+    from rlsim.costs.engine_kinds import engine_overheads
+    from rlsim.costs.generation import PrefillCost
+
+    model, hw = ModelShape(**resolve_preset(preset)), load_profile("h800")
+    for overheads in (None, engine_overheads("sglang-0.4", hw), engine_overheads("vllm-0.3", hw)):
+        cost = PrefillCost(model, hw, tp, overheads)
+        for tokens, sq, cross in ((1, 1, 0), (517, 517**2, 0), (3000, 2_500_000, 1e6), (40_000, 4e8, 3e8), (0, 0, 0)):
+            assert cost(tokens, sq, cross) == prefill_time(model, hw, tp, tokens, sq, cross, overheads=overheads)
+
+
 def test_prefill_with_cached_prefix(a100, llama7b):
     # 2048 new tokens after a cached 4096-token prefix: 2N*T + 2*L*q_dim*(T^2 + 2*T*P), compute-bound.
     t, p = 2048, 4096

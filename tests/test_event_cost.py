@@ -230,6 +230,15 @@ def test_scalar_draws_are_the_array_draws(seed):
     assert a.random() == b.random()
 
 
+def test_request_engine_fields_are_keyword_only():
+    """A stray positional argument once landed in `Request.engine` unnoticed; now it is refused."""
+    from rlsim.engine.request import Request
+
+    assert Request(1, 10, 5, 100, ("traj", 3)).engine is None
+    with pytest.raises(TypeError):
+        Request(1, 10, 5, 100, ("traj", 3), {"turn": 0})
+
+
 def test_trajectory_turns_leave_no_reference_cycles():
     """A finished turn's request and its `done` event are freed by reference counting, not by the collector.
 
