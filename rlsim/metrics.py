@@ -88,6 +88,13 @@ def pool_prices(scn: Scenario) -> dict[str, float | None]:
     return prices
 
 
+def _idle_share(busy_gpu_s: float, capacity_gpu_s: float) -> float:
+    """1 - busy / capacity. A fully busy pool sums its intervals to capacity only up to float rounding:
+    that noise below zero reads 0 (a table would print "-0%"); a real overcount stays visible."""
+    idle = 1.0 - busy_gpu_s / capacity_gpu_s
+    return 0.0 if -1e-9 < idle < 0.0 else idle
+
+
 def summarize(
     scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame, staleness: list[int] | None = None
 ) -> dict:
@@ -105,7 +112,7 @@ def summarize(
     samples = float(measured["samples"].sum())
     by_pool = busy.groupby("pool")["gpu_seconds"].sum()
     by_phase = busy.groupby("phase")["gpu_seconds"].sum()
-    idle_by_pool = {p: 1.0 - float(by_pool.get(p, 0.0)) / (g * window) for p, g in pool_gpus.items()}
+    idle_by_pool = {p: _idle_share(float(by_pool.get(p, 0.0)), g * window) for p, g in pool_gpus.items()}
 
     stale_mean = measured["staleness/mean"] * measured["samples"]
     summary = {
@@ -113,7 +120,7 @@ def summarize(
         "throughput_tokens_per_s": tokens / window,
         "throughput_tokens_per_s_per_gpu": tokens / window / num_gpus,
         "samples_per_s": samples / window,
-        "gpu_idle_fraction": 1.0 - float(busy["gpu_seconds"].sum()) / capacity,
+        "gpu_idle_fraction": _idle_share(float(busy["gpu_seconds"].sum()), capacity),
         "idle_fraction_by_pool": idle_by_pool,
         "busy_fraction_by_phase": {ph: float(v) / capacity for ph, v in sorted(by_phase.items())},
         "critical_path_share_by_phase": critical_path_share(timeline, t0, t1),

@@ -376,3 +376,30 @@ def test_killing_the_driver_stops_its_workers(tmp_path):
     while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers)
+
+
+def _raise_scenario_error(kind: str) -> None:
+    """Run in a pool worker: raise one of the one-line-per-problem errors."""
+    from rlsim.importers.common import ImportProblem
+    from rlsim.scenario.errors import Problem
+    from rlsim.sweep.errors import SweepError
+
+    if kind == "scenario":
+        raise ScenarioError("point.yaml", [Problem("cluster.pools.gen.nodes", "must be >= 1"), Problem("", "x")])
+    if kind == "sweep":
+        raise SweepError(["sweep.yaml: grid.steps: empty", "sweep.yaml: backend: unknown"])
+    raise ImportProblem("ppo.yaml", "actor_rollout_ref.rollout.n", "must be >= 1")
+
+
+@pytest.mark.parametrize("kind", ["scenario", "sweep", "import"])
+def test_scenario_errors_cross_a_process_pool_intact(kind):
+    """A worker's error comes back as itself, with its lines (it once came back as BrokenProcessPool,
+    or with its message split into characters): errors pickle by state, not through __init__."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with pytest.raises(ScenarioError) as local:
+        _raise_scenario_error(kind)
+    with ProcessPoolExecutor(max_workers=1) as pool, pytest.raises(ScenarioError) as remote:
+        pool.submit(_raise_scenario_error, kind).result(timeout=60)
+    assert type(remote.value) is type(local.value)
+    assert remote.value.lines() == local.value.lines() and str(remote.value) == str(local.value)

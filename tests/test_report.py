@@ -497,3 +497,12 @@ def test_a_calibrated_run_carries_its_band_into_summary_and_compare(tmp_path):
     table = pd.read_csv(tmp_path / "cmp" / "compare.csv", index_col=0)
     assert ci["step_time_s"].iloc[0] == pytest.approx(0.05 * table["step_time_s"].iloc[0])
     assert ci["throughput_tokens_per_s"].iloc[0] == pytest.approx(0.05 * table["throughput_tokens_per_s"].iloc[0])
+
+
+def test_idle_share_reads_rounding_as_zero_but_keeps_an_overcount():
+    """A pool busy the whole window sums to its capacity only up to rounding: that reads 0, never -0%."""
+    from rlsim.metrics import _idle_share
+
+    assert _idle_share(2.4000000000000004, 2.4) == 0.0  # 1 - 1.0000000000000002
+    assert _idle_share(1.2, 2.4) == 0.5
+    assert _idle_share(2.5, 2.4) < 0  # double counting would still show

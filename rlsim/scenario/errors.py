@@ -22,5 +22,17 @@ class ScenarioError(Exception):
         self.problems = list(problems)
         super().__init__("\n".join(self.lines()))
 
+    def __reduce__(self):
+        """Pickle by state, not by re-calling __init__ with `args` (the message): a sweep's or plan's process
+        pool sends a worker's error back by pickle, and subclasses take other arguments than the message."""
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
     def lines(self) -> list[str]:
         return [p.line(self.source) for p in self.problems]
+
+
+def _rebuilt(cls: type[ScenarioError], args: tuple, state: dict) -> ScenarioError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
