@@ -290,3 +290,38 @@ def test_format_report_lists_every_row_and_the_summary(nim):
         assert p in text
     assert f"max |error| {result.max_abs_error_pct:.1f}%" in text
     assert "nim_llama33_70b_fp8_h100.csv" in text
+
+
+def test_standard_errors_say_which_fitted_values_are_guesses(nim):
+    """Five ITL points fix two combinations: fitting four parameters leaves them undetermined (huge 1-sigma,
+    flagged in a note), fitting the two the profile documents gives finite, modest errors."""
+    from rlsim.calibration.profile_fit import LOOSE_RELATIVE_STDERR
+
+    shipped = load_profile("h100-sxm")
+    loose = fit(nim, shipped)
+    errors = {p.name: p.relative_stderr for p in loose.params}
+    assert errors["train_mfu"] is None  # not informed
+    assert max(e for e in errors.values() if e is not None) > 10 * LOOSE_RELATIVE_STDERR
+    assert any(n.startswith("loosely determined") for n in loose.notes)
+    tight = fit(nim, shipped, params=FITTED)
+    for p in tight.params:
+        assert p.stderr is not None and 0 < p.relative_stderr < LOOSE_RELATIVE_STDERR, p
+    assert not any(n.startswith("loosely determined") for n in tight.notes)
+
+
+def test_standard_error_formula_on_one_parameter():
+    """s^2 (J^T J)^-1 on n - k degrees of freedom, carried from logit to value by dp/du = p (1 - p/upper)."""
+    import math
+
+    import numpy as np
+
+    from rlsim.calibration.profile_fit import _UPPER, _from_logit, _standard_errors
+
+    name, u = "decode_eta_mem", np.array([0.3])
+    jac = np.array([[0.5], [1.0], [2.0]])
+    r = np.array([0.01, -0.02, 0.015])
+    se = _standard_errors(jac, r, u, [name], {name: True})[name]
+    p = _from_logit(0.3, _UPPER[name])
+    expected = p * (1 - p / _UPPER[name]) * math.sqrt(float(r @ r) / 2 / float(jac[:, 0] @ jac[:, 0]))
+    assert se == pytest.approx(expected, rel=1e-12)
+    assert _standard_errors(jac[:1], r[:1], u, [name], {name: True}) == {}  # no spare row: no error estimate

@@ -62,6 +62,7 @@ _PRIOR_WEIGHT = 1e-3  # pull towards the start, in logit units: negligible next 
 _SSE_TOL = 1e-8  # sums of squared log-ratios closer than this (~1e-4 relative error) count as equal
 _SIGNIFICANT_DIGITS = 4  # fitted values are rounded to this many significant digits
 _INFORMED_TOL = 1e-7  # |d log(pred) / d logit| below this on every row: the data does not see it
+LOOSE_RELATIVE_STDERR = 0.25  # a fitted value whose 1-sigma error exceeds this share of it is flagged
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,13 @@ class ParamResult:
     start: float
     fitted: float
     informed: bool  # the fitted predictions depend on it (False: kept at its start value)
+    # One standard error from the rows alone (residual scatter through the fit's Jacobian, in the
+    # parameter's units). None: not informed, or no spare row to estimate the scatter (rows <= parameters).
+    stderr: float | None = None
+
+    @property
+    def relative_stderr(self) -> float | None:
+        return None if self.stderr is None or self.fitted == 0 else self.stderr / abs(self.fitted)
 
 
 @dataclass
@@ -184,8 +192,8 @@ def _solve(residuals_towards, log_ratios, u0: np.ndarray, neutral: np.ndarray, n
 
 
 def _identification(log_ratios, u: np.ndarray, free: list[str], n_rows: int, notes: list[str]):
-    """Which parameters the data sees at the solution (a memory-bound decode hides eta_compute), and how
-    many independent combinations of them it determines."""
+    """Which parameters the data sees at the solution (a memory-bound decode hides eta_compute), how
+    many independent combinations of them it determines, and the Jacobian (rows x free, in logits)."""
     jac = np.zeros((n_rows, len(free)))
     for k in range(len(free)):
         h = 1e-4
@@ -208,7 +216,33 @@ def _identification(log_ratios, u: np.ndarray, free: list[str], n_rows: int, not
                 "values as the data allows, so add rows of other shapes (e.g. decode_step at several "
                 "batch sizes, prefill rows) to pin them separately"
             )
-    return informed, identified
+    return informed, identified, jac
+
+
+def _standard_errors(jac: np.ndarray, residuals: np.ndarray, u: np.ndarray, free: list[str],
+                     informed: dict[str, bool]) -> dict[str, float]:
+    """1-sigma errors of the informed parameters from the rows alone: s^2 (J^T J)^-1 with s^2 the residual
+    variance on n - k degrees of freedom, carried from logits to values (dp/du = p (1 - p / upper)).
+
+    Only when there is a spare row (n > k) and J^T J can be inverted; a parameter the rows barely move
+    gets a large error, which is the point: it says which fitted constants are guesses.
+    """
+    seen = [k for k, p in enumerate(free) if informed[p]]
+    n = residuals.size
+    if not seen or n <= len(seen):
+        return {}
+    j = jac[:, seen]
+    jtj = j.T @ j
+    if np.linalg.cond(jtj) > 1e14:
+        return {}
+    s2 = float(residuals @ residuals) / (n - len(seen))
+    var_u = s2 * np.diag(np.linalg.inv(jtj))
+    out = {}
+    for idx, k in enumerate(seen):
+        name = free[k]
+        value = _from_logit(float(u[k]), _UPPER[name])
+        out[name] = abs(value * (1.0 - value / _UPPER[name])) * math.sqrt(max(float(var_u[idx]), 0.0))
+    return out
 
 
 def _fitted_profile(profile: HardwareProfile, free, u, informed, start_values, label: str) -> HardwareProfile:
@@ -277,12 +311,22 @@ def fit(
     else:
         u, iterations, converged = u0, 0, True
         notes.append("no requested parameter is informed by these rows: nothing fitted")
-    informed, identified = _identification(log_ratios, u, free, len(rows), notes)
+    informed, identified, jac = _identification(log_ratios, u, free, len(rows), notes)
+    stderr = _standard_errors(jac, log_ratios(u), u, free, informed)
     fitted = _fitted_profile(profile, free, u, informed, start_values, label)
     param_results = [
-        ParamResult(p, float(getattr(profile, p)), float(getattr(fitted, p)), p in informed and informed[p])
+        ParamResult(p, float(getattr(profile, p)), float(getattr(fitted, p)), p in informed and informed[p],
+                    stderr.get(p))
         for p in params
     ]
+    loose = [f"{r.name} ({'±>999%' if r.relative_stderr > 9.99 else f'±{r.relative_stderr:.0%}'})"
+             for r in param_results if r.relative_stderr is not None and r.relative_stderr > LOOSE_RELATIVE_STDERR]
+    if loose:
+        notes.append(
+            f"loosely determined by these rows, one standard error above {LOOSE_RELATIVE_STDERR:.0%} of the value: "
+            f"{', '.join(loose)}; treat those fitted values as guesses, hold them with --params, or add rows "
+            "that move them"
+        )
     if not converged:
         notes.append("Levenberg-Marquardt stopped at the iteration limit")
     return CalibrationResult(

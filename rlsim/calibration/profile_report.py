@@ -36,14 +36,21 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Seq
     return [fmt(headers), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)]
 
 
+def _relative(share: float | None) -> str:
+    if share is None:
+        return "—"
+    return "±>999%" if share > 9.99 else f"±{share:.0%}"
+
+
 def format_report(result: CalibrationResult) -> str:
     """A printable report: fitted parameters, then measured vs predicted per row."""
     out = [f"Calibration of {result.profile.name} from {result.sources_label}", ""]
     prow = [
-        [p.name, f"{p.start:.4g}", f"{p.fitted:.4g}", "yes" if p.informed else "no (kept)"]
+        [p.name, f"{p.start:.4g}", f"{p.fitted:.4g}",
+         _relative(p.relative_stderr), "yes" if p.informed else "no (kept)"]
         for p in result.params
     ]
-    out += text_table(["parameter", "start", "fitted", "informed"], prow, [False, True, True, False])
+    out += text_table(["parameter", "start", "fitted", "1σ (rows)", "informed"], prow, [False, True, True, True, False])
     out.append("")
     rrow = [
         [
