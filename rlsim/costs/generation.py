@@ -54,15 +54,19 @@ class DecodeCoefficients:
         """Largest n <= n_max whose steps fit in `budget` seconds (closed form, then an exact nudge)."""
         return self.steps_split(s0, budget, n_max)[0]
 
-    def steps_split(self, s0: float, budget: float, n_max: int) -> tuple[int, float, float | None]:
+    def steps_split(
+        self, s0: float, budget: float, n_max: int, t_max: float | None = None
+    ) -> tuple[int, float, float | None]:
         """(n, steps_time(s0, n), steps_time(s0, n + 1) or None if n == n_max) for n = steps_within(...).
 
         An engine cutting a segment short needs all three (the steps done, and when the step in flight
-        ends); the nudge below has already worked them out, so they come back with n.
+        ends); the nudge below has already worked them out, so they come back with n. `t_max` is
+        steps_time(s0, n_max) if the caller has it (the segment's planned length).
         """
         if budget <= 0 or n_max <= 0:
             return 0, 0.0, (None if n_max <= 0 else self.steps_time(s0, 1))
-        t_max = self.steps_time(s0, n_max)
+        if t_max is None:
+            t_max = self.steps_time(s0, n_max)
         if t_max <= budget:
             return n_max, t_max, None
         first = self.intercept + self.fixed + self.slope * s0

@@ -182,7 +182,7 @@ class InferenceEngine:
             elapsed = now - start
             k = 0
             if elapsed > 0:
-                k, t_k, t_next = c.steps_split(s0, elapsed, n)  # steps done by now; when the next one ends
+                k, t_k, t_next = c.steps_split(s0, elapsed, n, dt)  # steps done by now; when the next one ends
                 if t_next is not None and t_k < elapsed:  # a step is in flight: finish it
                     k += 1
                     end = start + t_next
