@@ -310,9 +310,9 @@ class InferenceEngine:
             batch = len(running) + len(admitted)
             headroom = max(batch + 1, 0.01 * capacity) if batch else 1
             need = new_tokens + 1 + headroom
-            if capacity - (self._base + len(running) * self._tick + self._cache_tokens) - pending < need:  # kv_used
+            if capacity - self.kv_used - pending < need:
                 self._evict_cache_until(need + pending, keep=req.trajectory_id if cached else None)
-                if self.kv_capacity - self.kv_used - pending < need:  # (unchanged KV passed the test above)
+                if capacity - self.kv_used - pending < need:  # (unchanged KV passed the test above)
                     if not running and not admitted:
                         raise EngineCapacityError(
                             f"{self.name}: a request needs {need} KV tokens but the engine holds "
@@ -356,19 +356,24 @@ class InferenceEngine:
 
     # ------------------------------------------------------------------ decode
 
-    def _pop_completions(self) -> int:
-        heap, running, tick = self._heap, self.running, self._tick
-        done = 0
+    def _live_heap_top(self) -> tuple[int, int, Request] | None:
+        """The running request that finishes first (finish tick, seq, request), dropping stale entries on the
+        way: requests that left the batch (preempted, aborted) or re-joined under a newer seq."""
+        heap, running = self._heap, self.running
         while heap:
-            end, seq, req = heap[0]
-            if req not in running or seq != req._heap_seq:
-                heapq.heappop(heap)  # stale: the request left the batch (preempted, aborted) or re-joined
-                continue
-            if end > tick:
-                break
+            top = heap[0]
+            if top[2] in running and top[1] == top[2]._heap_seq:
+                return top
             heapq.heappop(heap)
-            self._leave(req)
-            self._finish(req)
+        return None
+
+    def _pop_completions(self) -> int:
+        tick = self._tick
+        done = 0
+        while (top := self._live_heap_top()) is not None and top[0] <= tick:
+            heapq.heappop(self._heap)
+            self._leave(top[2])
+            self._finish(top[2])
             done += 1
         return done
 
@@ -479,15 +484,9 @@ class InferenceEngine:
 
         `reserved` is KV already promised to requests whose prefill is in flight (chunked prefill).
         """
-        running, heap = self.running, self._heap
-        b = len(running)
-        while heap:  # drop stale entries (as _pop_completions)
-            _, seq, req = heap[0]
-            if req in running and seq == req._heap_seq:
-                break
-            heapq.heappop(heap)
-        n_done = heap[0][0] - self._tick
-        free = self.kv_capacity - (self._base + b * self._tick + self._cache_tokens) - reserved  # kv_used
+        b = len(self.running)
+        n_done = self._live_heap_top()[0] - self._tick
+        free = self.kv_capacity - self.kv_used - reserved
         if free < n_done * b and self._cache_tokens:
             self._evict_cache_until(n_done * b + reserved)
             free = self.kv_capacity - self.kv_used - reserved

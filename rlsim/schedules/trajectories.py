@@ -10,6 +10,7 @@ not wait on them unless the schedule makes them.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -54,8 +55,13 @@ def pick_tool(tool_mix: dict[str, float], rng: np.random.Generator) -> str:
     numpy's choice draws one uniform and searches the normalised cumulative weights; doing that here
     with the table built once per mix skips choice's per-call validation (weights are checked at load).
     """
+    return tool_picker(tool_mix)(rng)
+
+
+def tool_picker(tool_mix: dict[str, float]) -> Callable[[np.random.Generator], str]:
+    """`pick_tool(tool_mix, .)` with the mix read once: for a trajectory picking a tool after every turn."""
     names, cdf = _tool_table(tuple(sorted(tool_mix.items())))
-    return names[bisect_right(cdf, rng.random())]
+    return lambda rng: names[bisect_right(cdf, rng.random())]
 
 
 @cache
@@ -75,7 +81,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
         yield from tools.cold_start(("traj", traj.tid))
     new_tokens = traj.prompt_tokens
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
-    tool_table = _tool_table(tuple(sorted(agent.tool_mix.items()))) if agent.tool_mix else None  # as pick_tool
+    pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
     turn_tokens, submit, key = length_sampler(tokens_per_turn), engine.submit, ("traj", traj.tid)
     for turn in range(traj.turns_planned):
         if traj.cancelled:
@@ -104,10 +110,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
             traj.version_tokens[v] = traj.version_tokens.get(v, 0) + n
         if turn == last_turn or traj.context >= max_context:
             break
-        if tool_table is None:
-            tool = pick_tool(agent.tool_mix, rng)
-        else:
-            tool = tool_table[0][bisect_right(tool_table[1], rng.random())]
+        tool = pick(rng)
         traj.tool_calls += 1
         result = yield from tools.call(tool)
         if traj.cancelled:
