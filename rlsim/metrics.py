@@ -67,8 +67,6 @@ def critical_path_share(timeline: pd.DataFrame, t0: float, t1: float) -> dict[st
         if phases[rank] not in present:
             continue
         mask = phase_of == phases[rank]
-        if not mask.any():
-            continue
         cover = np.zeros(len(edges))
         np.add.at(cover, np.searchsorted(edges, starts[mask]), 1)
         np.add.at(cover, np.searchsorted(edges, ends[mask]), -1)
