@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import cache
+from math import exp
 from statistics import NormalDist
 
 import numpy as np
@@ -84,9 +85,10 @@ def length_sampler(dist: LengthDistribution) -> Callable[[np.random.Generator], 
     kind = dist.kind  # the tag, cheaper than isinstance on pydantic classes
     if kind == "lognormal" and _plain_law(dist):
         mean, cap = stage_at(dist, 0) if dist.mean_schedule else (dist.mean, dist.max)
-        mu, sigma, low = _plain_mu(mean, dist.sigma), dist.sigma, dist.min
-        # np.clip(np.rint(x), min, cap): rint and round both go half-even
-        return lambda rng: min(cap, max(low, round(rng.lognormal(mu, sigma))))
+        mu, sigma, low = float(_plain_mu(mean, dist.sigma)), float(dist.sigma), dist.min
+        # np.clip(np.rint(x), min, cap): rint and round both go half-even. The draw is numpy's own
+        # lognormal (exp(mu + sigma * z), z one standard normal), bit for bit, without its argument parsing.
+        return lambda rng: min(cap, max(low, round(exp(mu + sigma * rng.standard_normal()))))
     if kind == "uniform":
         low, high = dist.min, dist.max
         return lambda rng: int(rng.integers(low, high, endpoint=True, dtype=np.int64))

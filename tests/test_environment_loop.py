@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import simpy
+from simpy.events import Timeout
 
 from rlsim.engine.environment import SimEnvironment
 
@@ -76,3 +78,42 @@ def test_empty_schedule_before_until_is_an_error():
 def test_timeout_and_event_are_bound_to_the_instance():
     env = SimEnvironment()
     assert "timeout" in vars(env) and "event" in vars(env) and "process" in vars(env)
+
+
+def test_same_trace_as_plain_simpy():
+    """Inlined loop, plain-attribute clock and hand-built timeouts: the trace simpy's own Environment gives."""
+    logs, clocks, scheduled = [], [], []
+    for env in (simpy.Environment(), SimEnvironment()):
+        log: list = []
+        value = env.run(until=_scenario(env, log))
+        logs.append(log)
+        clocks.append((env.now, sorted(value.values())))
+        scheduled.append(int(repr(env._eid)[len("count("):-1]))  # events ever scheduled
+    assert logs[0] == logs[1] and clocks[0] == clocks[1] and scheduled[0] == scheduled[1]
+    assert [type(e[0]) for e in logs[1]] == [type(e[0]) for e in logs[0]]  # int and float times alike
+
+
+def test_timeout_is_simpys():
+    env = SimEnvironment()
+    t = env.timeout(2, value="x")
+    assert type(t) is Timeout and t.value == "x" and t.ok and not t.processed
+    env.run()
+    assert env.now == 2 and t.processed
+    with pytest.raises(ValueError, match="Negative delay"):
+        env.timeout(-1)
+
+
+def test_a_subclass_hooking_step_sees_every_event():
+    """Tests check invariants after each event by overriding `step`; `run` then steps by hand."""
+
+    class Hooked(SimEnvironment):
+        seen = 0
+
+        def step(self):
+            self.seen += 1
+            super().step()
+
+    env, log = Hooked(), []
+    env.run(until=_scenario(env, log))
+    ref_log, ref_events, _ = _stepwise()
+    assert log == ref_log and env.seen == ref_events == env.events_processed

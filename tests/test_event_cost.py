@@ -24,6 +24,7 @@ from rlsim.engine.request import Request
 from rlsim.engine.tools import EnvironmentPool
 from rlsim.scenario.loader import parse_scenario
 from rlsim.scenario.schema import (
+    MAX_TOKENS,
     EngineSpec,
     EnvPoolSpec,
     FixedLength,
@@ -136,7 +137,6 @@ class CountingEnvironment(SimEnvironment):
             self.kinds[type(self._queue[0][3]).__name__] += 1
         super().step()
 
-
 def test_arrivals_in_one_step_replan_once_without_interrupts():
     """Three requests arriving within one decode step join after that step, at one re-planned boundary."""
     from test_engine import FLAT, MODEL, step  # the toy engine whose step times are round numbers
@@ -226,6 +226,25 @@ def test_scalar_draws_are_the_array_draws(seed):
         for dist in lengths:
             assert sample_length(dist, a) == int(sample_lengths(dist, 1, b)[0])
         for dist in latencies:
+            assert sample_latency(dist, a) == float(sample_latency(dist, b, 1)[0])
+    assert a.random() == b.random()
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), mean=st.floats(1.0, 1e5), sigma=st.floats(1e-3, 3.0),
+       median=st.floats(1e-3, 1e3), low=st.floats(0.0, 50.0), width=st.floats(0.0, 1e3))
+def test_written_out_draws_are_numpys_bit_for_bit(seed, mean, sigma, median, low, width):
+    """The samplers write numpy's lognormal and uniform out (exp(mu + sigma z), low + width u) to skip its
+    argument parsing: over the whole parameter range they give numpy's values and leave the stream where it did."""
+    laws_len = [LognormalLength(kind="lognormal", mean=mean, sigma=sigma, max=MAX_TOKENS)]
+    laws_s = [LognormalSeconds(kind="lognormal", median=median, sigma=sigma),
+              LognormalSeconds(kind="lognormal", median=median, sigma=sigma, max=median * 2),
+              UniformSeconds(kind="uniform", min=low, max=low + width)]
+    a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(50):
+        for dist in laws_len:
+            assert sample_length(dist, a) == int(sample_lengths(dist, 1, b)[0])
+        for dist in laws_s:
             assert sample_latency(dist, a) == float(sample_latency(dist, b, 1)[0])
     assert a.random() == b.random()
 
