@@ -287,12 +287,14 @@ class InferenceEngine:
     # ------------------------------------------------------------------ admission and prefill
 
     def _admit(self) -> list[tuple[Request, int, int]]:
-        """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix)."""
+        """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix).
+        A first admission stamps `admitted_s`: its prefill starts now."""
         admitted: list[tuple[Request, int, int]] = []
         max_seqs = self.settings.max_num_seqs
         prefix_caching = self.settings.enable_prefix_caching
         waiting, running, capacity = self.waiting, self.running, self.kv_capacity
         pending = 0  # KV the requests admitted so far in this round will hold
+        now = self.env.now
         while waiting and len(running) + len(admitted) < max_seqs:
             req = waiting[0]
             cached = 0
@@ -320,6 +322,8 @@ class InferenceEngine:
                         )
                     break
             waiting.popleft()
+            if req.admitted_s is None:
+                req.admitted_s = now  # scheduled: its prefill starts now
             if key is not None:  # used now, or a stale (shorter) prefix recomputed anyway: _cache_drop(key)
                 self._cache_tokens -= self._prefix_cache.pop(key, 0)
             admitted.append((req, new_tokens, cached))
@@ -426,9 +430,6 @@ class InferenceEngine:
                 continue
             admitted = self._admit() if self.waiting else None
             if admitted:
-                for req, _, _ in admitted:
-                    if req.admitted_s is None:
-                        req.admitted_s = env.now  # scheduled: its prefill starts now
                 if self._busy_start is None or self._busy_step != env.rl_step:
                     self._busy()  # (a no-op otherwise)
                 if record:  # the batch / KV time series
