@@ -191,6 +191,51 @@ def test_least_loaded_index_picks_what_a_scan_picks(n, changes):
         assert index.pick() is min(engines, key=lambda x: (x.load + pinned[x.name], x.name))
 
 
+class CheckedLeastLoaded(LeastLoaded):
+    """The index, with a check that every engine it was not told about still has the load it last read."""
+
+    made: list[CheckedLeastLoaded] = []
+
+    def __init__(self, engines: list) -> None:
+        super().__init__(engines)
+        self.made.append(self)
+
+    def check(self) -> None:
+        for e in self.engines:
+            if e not in self.dirty:
+                i = self._leaf[e]
+                assert self._tree[self._size + i] == (e.load + self._extra[i]) * self._size + i, e.name
+
+
+class CheckingEnvironment(SimEnvironment):
+    """Checks every index after every event: a pick may come at any event, so the index must be right at all."""
+
+    events = 0
+
+    def step(self) -> None:
+        super().step()
+        CheckingEnvironment.events += 1
+        for index in CheckedLeastLoaded.made:
+            index.check()
+
+
+@pytest.mark.parametrize("data", [small_agentic(), small_async()], ids=["agentic", "async"])
+def test_engines_report_every_load_change(monkeypatch, data):
+    """Engines mark themselves for the least-loaded index only where `load` moves (submit, abort, admission,
+    prefill end, a request's end); a change they failed to report shows as a stale leaf after some event."""
+    import importlib
+
+    import rlsim.schedules.fully_async as fully_async
+
+    simulate_module = importlib.import_module("rlsim.simulate")  # (the package exports a function of that name)
+    monkeypatch.setattr(fully_async, "LeastLoaded", CheckedLeastLoaded)
+    monkeypatch.setattr(simulate_module, "SimEnvironment", CheckingEnvironment)
+    monkeypatch.setattr(CheckedLeastLoaded, "made", [])
+    CheckingEnvironment.events = 0
+    simulate(parse_scenario(data, source="test"))
+    assert CheckedLeastLoaded.made and CheckingEnvironment.events > 1000
+
+
 def test_free_slot_is_taken_without_an_event_and_queueing_stays_fifo():
     env = CountingEnvironment()
     pool = EnvironmentPool(env, "p", EnvPoolSpec(concurrency=1))

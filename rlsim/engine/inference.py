@@ -141,8 +141,7 @@ class InferenceEngine:
             self._resume_evt.succeed()
 
     def close(self) -> None:
-        """End of run: record a busy interval still open."""
-        self._idle()
+        self._idle()  # end of run: record a busy interval still open
 
     @property
     def kv_used(self) -> float:
@@ -172,8 +171,7 @@ class InferenceEngine:
 
         The process keeps waiting; only the event it waits on changes: its resume callback moves from
         the segment's timeout (left to expire unheard) to a timeout at the end of the step in flight,
-        or, with no step in flight, to an urgent event now (where an Interrupt would have woken it).
-        """
+        or, with no step in flight, to an urgent event now (where an Interrupt would have woken it)."""
         env = self.env
         start, dt, s0, n, c = self._segment
         wait = None
@@ -201,7 +199,8 @@ class InferenceEngine:
         self._segment_end = new
 
     def _load_changed(self) -> None:
-        """Tell the schedule watching this engine's `load` (its least-loaded choice) to look again."""
+        """Tell the schedule watching this engine's `load` (its least-loaded choice) to look again. Called where
+        `load` moves: submit, abort, admission (a prefilling request is in neither queue), prefill end, a finish."""
         if self.load_watch is not None:
             self.load_watch.add(self)
 
@@ -242,6 +241,7 @@ class InferenceEngine:
         del self.running[req]
 
     def _finish(self, req: Request) -> None:
+        self._load_changed()  # it leaves `load`
         req.finished_s = self.env.now
         self.completed += 1
         if req.trajectory_id is not None and self.settings.enable_prefix_caching:
@@ -341,6 +341,7 @@ class InferenceEngine:
         return iters * self._prefill_cost(total / iters, sq / iters, cross / iters)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
+        self._load_changed()  # back in `load`: running, or finished by the prefill's token
         now, version = self.env.now, self.weight_version
         for req, new_tokens, _ in admitted:
             if req.aborted:
@@ -423,13 +424,12 @@ class InferenceEngine:
         if record:
             at, batch, kv = (column.append for column in self.stats_columns)
         while True:
-            if self.load_watch is not None:  # every change of `load` in the process happens before the next yield
-                self.load_watch.add(self)
             if self._pause_requested is not None:
                 yield from self._pause_point()
                 continue
             admitted = self._admit() if self.waiting else None
             if admitted:
+                self._load_changed()  # out of `waiting`, into `running` only once prefilled
                 if self._busy_start is None or self._busy_step != env.rl_step:
                     self._busy()  # (a no-op otherwise)
                 if record:  # the batch / KV time series
