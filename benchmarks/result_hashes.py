@@ -1,0 +1,60 @@
+"""Hash every output table of every shipped run scenario: the bit-identity check for a speed-up.
+
+A change meant to be pure speed must leave every result bit for bit. Run this before and after it and
+diff the two JSON files (steps are capped at 2 so that the 22 scenarios take ~20 s):
+
+    python benchmarks/result_hashes.py before.json      # on the old commit (e.g. a git worktree)
+    python benchmarks/result_hashes.py after.json
+    diff before.json after.json && echo identical
+
+Hashed: the summary, the steps, timeline, engine-stats, samples, tools and trajectories tables, and the
+number of events the run took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from rlsim.paths import shipped_dir
+from rlsim.scenario.loader import load_scenario
+from rlsim.simulate import simulate
+
+TABLES = ("steps", "timeline", "engine_stats", "samples", "tools", "trajectories")
+
+
+def result_hashes(path: Path) -> dict:
+    scenario = load_scenario(path, [])
+    if scenario.steps > 2:
+        scenario = load_scenario(path, ["steps=2", f"warmup_steps={min(scenario.warmup_steps, 1)}"])
+    result = simulate(scenario)
+    hashes = {"summary": _sha(json.dumps(result.summary, sort_keys=True, default=str).encode())}
+    for name in TABLES:
+        table = getattr(result, name, None)
+        if isinstance(table, pd.DataFrame):
+            hashes[name] = _sha(pd.util.hash_pandas_object(table, index=True).values.tobytes())
+    hashes["events"] = result.meta["events"]
+    return hashes
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()[:12]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="JSON file to write")
+    args = parser.parse_args()
+    root = shipped_dir("scenarios")
+    paths = [p for p in sorted(root.glob("*/*.yaml")) if p.parent.name not in ("plan", "sweeps")]
+    hashes = {str(p.relative_to(root)): result_hashes(p) for p in paths}
+    args.out.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    print(f"{len(hashes)} scenarios hashed into {args.out}")
+
+
+if __name__ == "__main__":
+    main()
