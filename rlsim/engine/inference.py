@@ -222,15 +222,15 @@ class InferenceEngine:
         req._seg_version = self.weight_version
 
     def _join(self, req: Request) -> None:
-        tick, generated = self._tick, req.generated
+        tick = self._tick
         req._join_tick = req._seg_tick = tick
-        req._gen_at_join = generated
+        req._gen_at_join = req.generated
         req._seg_version = self.weight_version
         self.running[req] = None
-        self._base += req.prefix_tokens + req.prompt_tokens + generated - tick  # context_tokens - tick
+        self._base += req.context_tokens - tick
         self._seq = seq = self._seq + 1
         req._heap_seq = seq
-        heapq.heappush(self._heap, (tick + req.max_new_tokens - generated, seq, req))  # finish tick
+        heapq.heappush(self._heap, (tick + req.remaining, seq, req))  # finish tick
 
     def _leave(self, req: Request) -> None:
         """Take a request out of the running batch, syncing its generated count."""
@@ -306,7 +306,7 @@ class InferenceEngine:
                 and self._prefix_cache.get(key, -1) >= req.prefix_tokens > 0
             ):
                 cached = req.prefix_tokens
-            new_tokens = req.prefix_tokens + req.prompt_tokens + req.generated - cached  # context_tokens - cached
+            new_tokens = req.context_tokens - cached
             # Room for its KV (plus the token the prefill emits) and one more decode step for the whole
             # batch, with vLLM's 1% watermark: a just-preempted request is not readmitted at once.
             batch = len(running) + len(admitted)
@@ -324,8 +324,8 @@ class InferenceEngine:
             waiting.popleft()
             if req.admitted_s is None:
                 req.admitted_s = now  # scheduled: its prefill starts now
-            if key is not None:  # used now, or a stale (shorter) prefix recomputed anyway: _cache_drop(key)
-                self._cache_tokens -= self._prefix_cache.pop(key, 0)
+            if key is not None:  # used now, or a stale (shorter) prefix recomputed anyway
+                self._cache_drop(key)
             admitted.append((req, new_tokens, cached))
             pending += new_tokens + 1
         return admitted
@@ -349,12 +349,12 @@ class InferenceEngine:
             self.tokens_prefilled += new_tokens
             req.prefilled_tokens += new_tokens
             # The prefill pass emits the next token.
-            req.generated = generated = req.generated + 1
+            req.generated += 1
             req.version_tokens[version] = req.version_tokens.get(version, 0) + 1
             self.tokens_generated += 1
             if req.first_token_s is None:
                 req.first_token_s = now
-            if req.max_new_tokens - generated <= 0:  # nothing remaining
+            if req.remaining <= 0:
                 self._finish(req)
             else:
                 self._join(req)
@@ -430,8 +430,7 @@ class InferenceEngine:
             admitted = self._admit() if self.waiting else None
             if admitted:
                 self._load_changed()  # out of `waiting`, into `running` only once prefilled
-                if self._busy_start is None or self._busy_step != env.rl_step:
-                    self._busy()  # (a no-op otherwise)
+                self._busy()
                 if record:  # the batch / KV time series
                     at(env.now)
                     batch(len(running))
@@ -461,8 +460,7 @@ class InferenceEngine:
             if n == 0:
                 self._preempt_one()
                 continue
-            if self._busy_start is None or self._busy_step != env.rl_step:
-                self._busy()  # (a no-op otherwise)
+            self._busy()
             b = len(running)
             s0 = self._base + b * self._tick  # _running_context()
             if record:
