@@ -71,6 +71,8 @@ def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator]
     """`sample_latency(dist, .)` with the distribution read once: for a tool drawing one per attempt.
 
     Each returned function consumes the generator exactly as `sample_latency(dist, rng)` does.
+    The uniform and lognormal laws are numpy's, bit for bit (low + (high - low) * u; exp(mu + sigma * z)),
+    written out: the scalar calls spend more time parsing arguments than drawing.
     """
     kind = dist.kind
     if kind == "fixed":
@@ -79,8 +81,6 @@ def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator]
     if kind == "uniform":
         if dist.min > dist.max:
             raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
-        # numpy's uniform and lognormal, bit for bit (low + (high - low) * u; exp(mu + sigma * z)),
-        # written out: the scalar calls spend more time parsing arguments than drawing.
         low, width = float(dist.min), float(dist.max) - float(dist.min)
         return lambda rng: low + width * rng.random()
     if kind == "lognormal":
