@@ -88,7 +88,14 @@ def length_sampler(dist: LengthDistribution) -> Callable[[np.random.Generator], 
         mu, sigma, low = float(_plain_mu(mean, dist.sigma)), float(dist.sigma), dist.min
         # np.clip(np.rint(x), min, cap): rint and round both go half-even. The draw is numpy's own
         # lognormal (exp(mu + sigma * z), z one standard normal), bit for bit, without its argument parsing.
-        return lambda rng: min(cap, max(low, round(exp(mu + sigma * rng.standard_normal()))))
+        # min(cap, max(low, n)) is written out: the builtins' argument parsing costs more than the comparisons.
+        def draw(rng: np.random.Generator) -> int:
+            n = round(exp(mu + sigma * rng.standard_normal()))
+            if n < low:
+                n = low
+            return n if n < cap else cap
+
+        return draw
     if kind == "uniform":
         low, high = dist.min, dist.max
         return lambda rng: int(rng.integers(low, high, endpoint=True, dtype=np.int64))

@@ -88,7 +88,11 @@ def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator]
         if dist.max is None:
             return lambda rng: exp(mu + sigma * rng.standard_normal())
         cap = float(dist.max)
-        return lambda rng: min(exp(mu + sigma * rng.standard_normal()), cap)
+        def capped(rng: np.random.Generator) -> float:
+            x = exp(mu + sigma * rng.standard_normal())
+            return cap if cap < x else x  # min(x, cap) without the builtin's argument parsing
+
+        return capped
     if kind == "empirical":
         path, column = dist.path, dist.column
         return lambda rng: float(rng.choice(_empirical_seconds(path, column)))

@@ -76,7 +76,7 @@ class DecodeCoefficients:
             n = int((-b + math.sqrt(b * b + 2.0 * g * budget)) / g)
         else:
             n = int(budget / first) if first > 0 else n_max
-        n = min(max(n, 0), n_max)
+        n = 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
         t_n = self.steps_time(s0, n)
         while n > 0 and t_n > budget:
             n -= 1
@@ -245,7 +245,7 @@ class PrefillCost:
         tp = self._tp
         comm = 0.0 if tp <= 1 else tp_allreduce_time(self._model, self._hw, tp, int(new_tokens),
                                                      latency_s=self._latency_s)
-        return max(compute, memory) + self._step_s + comm
+        return (memory if memory > compute else compute) + self._step_s + comm  # max(), without the builtin
 
 
 def serving_itl(

@@ -90,7 +90,8 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
         want = turn_tokens(rng)
-        req = Request(next_rid(), new_tokens, max(1, min(want, room)), traj.context, key)
+        want = room if room < want else want  # max(1, min(want, room)), without the builtins' argument parsing
+        req = Request(next_rid(), new_tokens, want if want > 1 else 1, traj.context, key)
         start = env.now
         submit(req)
         if on_request is not None:
