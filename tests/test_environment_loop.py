@@ -103,6 +103,25 @@ def test_timeout_is_simpys():
         env.timeout(-1)
 
 
+def test_succeed_once_makes_simpys_queue_entry_and_only_once():
+    """The engines' shortcut for `event.succeed(value)`: the same queue entry (time, priority, id); a second
+    call, like a guarded succeed on an event already triggered, changes nothing."""
+    ours, theirs = SimEnvironment(), simpy.Environment()
+    for env in (ours, theirs):
+        env.timeout(1.5)
+        env.run()
+    a, b = ours.event(), theirs.event()
+    ours.succeed_once(a, "v")
+    b.succeed("v")
+    ours.succeed_once(a, "other")  # already triggered: no second entry, value kept
+    assert [e[:3] for e in ours._queue] == [e[:3] for e in theirs._queue] == [(1.5, 1, 1)]
+    assert a.triggered and a.ok and a.value == "v"
+    got = []
+    a.callbacks.append(lambda ev: got.append((ours.now, ev.value)))
+    ours.run()
+    assert got == [(1.5, "v")]
+
+
 def test_a_subclass_hooking_step_sees_every_event():
     """Tests check invariants after each event by overriding `step`; `run` then steps by hand."""
 

@@ -12,7 +12,7 @@ from heapq import heappop, heappush
 import numpy as np
 import simpy
 from simpy.core import BoundClass, EmptySchedule, StopSimulation
-from simpy.events import NORMAL, URGENT, EventPriority, Timeout
+from simpy.events import NORMAL, PENDING, URGENT, EventPriority, Timeout
 
 from rlsim.engine.collector import RunCollector
 from rlsim.engine.ledger import GpuLedger
@@ -54,6 +54,14 @@ class SimEnvironment(simpy.Environment):
         event._ok = True
         heappush(self._queue, (self.now + delay, NORMAL, next(self._eid), event))
         return event
+
+    def succeed_once(self, event: simpy.Event, value=None) -> None:
+        """`event.succeed(value)` unless the event has already been triggered: the queue entry simpy's `succeed`
+        makes, without its `triggered` property and two method calls (an engine ends ~1 request per turn)."""
+        if event._value is PENDING:
+            event._ok = True
+            event._value = value
+            heappush(self._queue, (self.now, NORMAL, next(self._eid), event))
 
     def step(self) -> None:
         """simpy's step (for callers stepping by hand), with the clock attribute kept in step."""

@@ -160,8 +160,8 @@ class InferenceEngine:
 
     def _wake_up(self) -> None:
         """Tell the engine its batch may change: wake it if idle, cut its decode segment short if decoding."""
-        if self._wake is not None and not self._wake.triggered:
-            self._wake.succeed()
+        if self._wake is not None:
+            self.env.succeed_once(self._wake)
         elif self._decoding:
             self._decoding = False
             self._replan_segment()
@@ -246,9 +246,8 @@ class InferenceEngine:
         self.completed += 1
         if req.trajectory_id is not None and self.settings.enable_prefix_caching:
             self._cache_put(req.trajectory_id, req.context_tokens)
-        done = req.done
-        if done is not None and not done.triggered:
-            done.succeed(req)
+        if req.done is not None:
+            self.env.succeed_once(req.done, req)
 
     def _cache_put(self, key, tokens: int) -> None:
         self._cache_drop(key)
