@@ -310,7 +310,7 @@ class InferenceEngine:
             # Room for its KV (plus the token the prefill emits) and one more decode step for the whole
             # batch, with vLLM's 1% watermark: a just-preempted request is not readmitted at once.
             batch = len(running) + len(admitted)
-            headroom = (watermark if watermark > batch + 1 else batch + 1) if batch else 1  # max(): see _decode_horizon
+            headroom = (watermark if watermark > batch + 1 else batch + 1) if batch else 1  # max(), written out
             need = new_tokens + 1 + headroom
             if capacity - self.kv_used - pending < need:
                 self._evict_cache_until(need + pending, keep=req.trajectory_id if cached else None)
@@ -495,7 +495,5 @@ class InferenceEngine:
                 f"{self.name}: one sequence of {self._running_context()} tokens fills the KV cache "
                 f"({self.kv_capacity:.0f} tokens)"
             )
-        # max(0, min(n_done, n_kv)) written out: the builtins parse keyword arguments on every call, and
-        # min/max called ~13 times per generation turn cost 3% of an agentic run's instructions.
-        n = n_kv if n_kv < n_done else n_done
+        n = n_kv if n_kv < n_done else n_done  # max(0, min(n_done, n_kv)) without the builtins (README, sixth pass)
         return n if n > 0 else 0
