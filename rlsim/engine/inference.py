@@ -122,8 +122,8 @@ class InferenceEngine:
         elif req in self.waiting:
             self.waiting.remove(req)
         req.aborted = True
-        if req.done is not None and not req.done.triggered:
-            req.done.succeed(req)
+        if req.done is not None:
+            self.env.succeed_once(req.done, req)
 
     def pause(self):
         """Stop at the next step boundary (e.g. for a weight update); the returned event fires when paused."""
@@ -137,8 +137,8 @@ class InferenceEngine:
         if version is not None:
             self.weight_version = version
         self._resume_mode = mode
-        if self._resume_evt is not None and not self._resume_evt.triggered:
-            self._resume_evt.succeed()
+        if self._resume_evt is not None:
+            self.env.succeed_once(self._resume_evt)
 
     def close(self) -> None:
         self._idle()  # end of run: record a busy interval still open

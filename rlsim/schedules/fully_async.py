@@ -106,8 +106,8 @@ class FullyAsyncSchedule(RLSchedule):
 
     def _wake(self, attr: str) -> None:
         ev = getattr(self, attr)
-        if ev is not None and not ev.triggered:
-            ev.succeed()
+        if ev is not None:
+            self.env.succeed_once(ev)
 
     def _least_loaded(self):
         """The engine with the fewest requests plus live trajectories pinned to it (sticky multi-turn)."""
