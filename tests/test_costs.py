@@ -262,7 +262,7 @@ def test_prefill_cost_is_prefill_time_exactly(preset, tp):
     for overheads in (None, engine_overheads("sglang-0.4", hw), engine_overheads("vllm-0.3", hw)):
         cost = PrefillCost(model, hw, tp, overheads)
         for tokens, sq, cross in ((1, 1, 0), (517, 517**2, 0), (3000, 2_500_000, 1e6), (40_000, 4e8, 3e8), (0, 0, 0)):
-            assert cost(tokens, sq, cross) == prefill_time(model, hw, tp, tokens, sq, cross, overheads=overheads)
+            assert cost.time(tokens, sq, cross) == prefill_time(model, hw, tp, tokens, sq, cross, overheads=overheads)
 
 
 def test_prefill_with_cached_prefix(a100, llama7b):

@@ -77,12 +77,13 @@ class DecodeCoefficients:
         else:
             n = int(budget / first) if first > 0 else n_max
         n = 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
-        t_n = self.steps_time(s0, n)
+        # steps_time(s0, k) is k * first + g * k * (k - 1) / 2.0, operation for operation (so bit for bit)
+        t_n = n * first + g * n * (n - 1) / 2.0
         while n > 0 and t_n > budget:
             n -= 1
-            t_n = self.steps_time(s0, n)
+            t_n = n * first + g * n * (n - 1) / 2.0
         while n < n_max:
-            t_next = self.steps_time(s0, n + 1)
+            t_next = (n + 1) * first + g * (n + 1) * n / 2.0
             if t_next > budget:
                 return n, t_n, t_next
             n, t_n = n + 1, t_next
@@ -209,14 +210,14 @@ def prefill_time(
     if new_tokens <= 0:
         return 0.0
     sq = new_tokens**2 if new_tokens_sq is None else new_tokens_sq
-    return PrefillCost(model, hw, tp, overheads)(new_tokens, sq, cached_cross)
+    return PrefillCost(model, hw, tp, overheads).time(new_tokens, sq, cached_cross)
 
 
 class PrefillCost:
     """`prefill_time` for one engine (model, GPU, tp, engine kind), with what does not depend on the batch
     worked out once: an engine prefills once per admission round, and an agentic run has one per turn.
 
-    Calling it gives exactly `prefill_time`'s value (the same products, in the same order).
+    Its `time` gives exactly `prefill_time`'s value (the same products, in the same order).
     """
 
     __slots__ = ("_model", "_hw", "_tp", "_latency_s", "_step_s", "_flops_per_token", "_flops_per_sq",
@@ -233,8 +234,11 @@ class PrefillCost:
         # A dense model streams all its weights whatever the batch (an MoE only the experts it touches).
         self._dense_memory = None if model.num_experts else _weight_bytes_read(model, 1) / self._memory_rate
 
-    def __call__(self, new_tokens: float, new_tokens_sq: float, cached_cross: float = 0.0) -> float:
-        """One iteration over `new_tokens` new tokens (sum of squares `new_tokens_sq`, cross term as above)."""
+    def time(self, new_tokens: float, new_tokens_sq: float, cached_cross: float = 0.0) -> float:
+        """One iteration over `new_tokens` new tokens (sum of squares `new_tokens_sq`, cross term as above).
+
+        A named method rather than `__call__`: calling an instance goes through C and a fresh interpreter
+        frame, a method call does not (an engine calls this once per admission round)."""
         if new_tokens <= 0:
             return 0.0
         flops = self._flops_per_token * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)

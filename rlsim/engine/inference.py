@@ -80,7 +80,10 @@ class InferenceEngine:
         self._segment: tuple[float, float, int, int, DecodeCoefficients] | None = None  # start, dt, s0, n, c
         self._segment_end: simpy.Event | None = None  # the event the process waits on to end the segment
         self._segment_steps = 0  # steps the segment will have run when it ends
-        self.load_watch: set | None = None  # a schedule's set of engines whose load may have changed
+        # Where `load` moves (submit, abort, admission: a prefilling request is in neither queue, prefill end, a
+        # finish) the engine adds itself here: a schedule's least-loaded index shares one set among its engines
+        # and re-reads only those in it. Until a schedule hands one over, a private set nobody reads.
+        self.load_watch: set = set()
         self._pause_requested = None  # event to fire once paused
         self._resume_evt = None
         self._resume_mode: ResumeMode = "keep"
@@ -106,7 +109,7 @@ class InferenceEngine:
         req.arrival_s = env.now
         req.done = done = env.event()
         self.waiting.append(req)
-        self._load_changed()
+        self.load_watch.add(self)
         if len(self.running) < self.settings.max_num_seqs:
             self._wake_up()
         return done
@@ -115,7 +118,7 @@ class InferenceEngine:
         """Drop a request wherever it is; its KV is freed and `done` fires with `aborted` set."""
         if req.finished or req.aborted:
             return
-        self._load_changed()
+        self.load_watch.add(self)
         if req in self.running:
             self._leave(req)
             self._wake_up()
@@ -198,12 +201,6 @@ class InferenceEngine:
         self.process._target = new  # SimPy's record of what the process waits on (as Interrupt uses it)
         self._segment_end = new
 
-    def _load_changed(self) -> None:
-        """Tell the schedule watching this engine's `load` (its least-loaded choice) to look again. Called where
-        `load` moves: submit, abort, admission (a prefilling request is in neither queue), prefill end, a finish."""
-        if self.load_watch is not None:
-            self.load_watch.add(self)
-
     def _running_context(self) -> int:
         return self._base + len(self.running) * self._tick
 
@@ -227,10 +224,10 @@ class InferenceEngine:
         req._gen_at_join = req.generated
         req._seg_version = self.weight_version
         self.running[req] = None
-        self._base += req.context_tokens - tick
+        self._base += req.prefix_tokens + req.prompt_tokens + req.generated - tick  # context_tokens - tick
         self._seq = seq = self._seq + 1
         req._heap_seq = seq
-        heapq.heappush(self._heap, (tick + req.remaining, seq, req))  # finish tick
+        heapq.heappush(self._heap, (tick + req.max_new_tokens - req.generated, seq, req))  # finish tick
 
     def _leave(self, req: Request) -> None:
         """Take a request out of the running batch, syncing its generated count."""
@@ -241,11 +238,11 @@ class InferenceEngine:
         del self.running[req]
 
     def _finish(self, req: Request) -> None:
-        self._load_changed()  # it leaves `load`
+        self.load_watch.add(self)  # it leaves `load`
         req.finished_s = self.env.now
         self.completed += 1
         if req.trajectory_id is not None and self.settings.enable_prefix_caching:
-            self._cache_put(req.trajectory_id, req.context_tokens)
+            self._cache_put(req.trajectory_id, req.prefix_tokens + req.prompt_tokens + req.generated)  # its context
         if req.done is not None:
             self.env.succeed_once(req.done, req)
 
@@ -306,13 +303,13 @@ class InferenceEngine:
                 and self._prefix_cache.get(key, -1) >= req.prefix_tokens > 0
             ):
                 cached = req.prefix_tokens
-            new_tokens = req.context_tokens - cached
+            new_tokens = req.prefix_tokens + req.prompt_tokens + req.generated - cached  # context_tokens - cached
             # Room for its KV (plus the token the prefill emits) and one more decode step for the whole
             # batch, with vLLM's 1% watermark: a just-preempted request is not readmitted at once.
             batch = len(running) + len(admitted)
             headroom = (watermark if watermark > batch + 1 else batch + 1) if batch else 1  # max(), written out
             need = new_tokens + 1 + headroom
-            if capacity - self.kv_used - pending < need:
+            if capacity - (self._base + len(running) * self._tick + self._cache_tokens) - pending < need:  # kv_used
                 self._evict_cache_until(need + pending, keep=req.trajectory_id if cached else None)
                 if capacity - self.kv_used - pending < need:  # (unchanged KV passed the test above)
                     if not running and not admitted:
@@ -338,10 +335,10 @@ class InferenceEngine:
             cross += t * p
         sq, cross = float(sq), float(cross)
         iters = math.ceil(total / self.settings.max_num_batched_tokens) or 1  # (total >= 0)
-        return iters * self._prefill_cost(total / iters, sq / iters, cross / iters)
+        return iters * self._prefill_cost.time(total / iters, sq / iters, cross / iters)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
-        self._load_changed()  # back in `load`: running, or finished by the prefill's token
+        self.load_watch.add(self)  # back in `load`: running, or finished by the prefill's token
         now, version = self.env.now, self.weight_version
         for req, new_tokens, _ in admitted:
             if req.aborted:
@@ -354,7 +351,7 @@ class InferenceEngine:
             self.tokens_generated += 1
             if req.first_token_s is None:
                 req.first_token_s = now
-            if req.remaining <= 0:
+            if req.generated >= req.max_new_tokens:  # nothing remaining
                 self._finish(req)
             else:
                 self._join(req)
@@ -372,15 +369,19 @@ class InferenceEngine:
             heapq.heappop(heap)
         return None
 
-    def _pop_completions(self) -> int:
-        tick = self._tick
-        done = 0
-        while (top := self._live_heap_top()) is not None and top[0] <= tick:
-            heapq.heappop(self._heap)
-            self._leave(top[2])
-            self._finish(top[2])
-            done += 1
-        return done
+    def _pop_completions(self) -> None:
+        """Finish every running request whose finish tick has come (the walk `_live_heap_top` makes, once)."""
+        heap, running, tick = self._heap, self.running, self._tick
+        while heap:
+            finish_tick, seq, req = heap[0]
+            if req in running and seq == req._heap_seq:
+                if finish_tick > tick:
+                    return
+                heapq.heappop(heap)
+                self._leave(req)
+                self._finish(req)
+            else:
+                heapq.heappop(heap)  # stale: it left the batch, or re-joined under a newer seq
 
     def _preempt_one(self) -> None:
         """Recompute-mode preemption (vLLM default): the newest request gives back its KV."""
@@ -429,12 +430,12 @@ class InferenceEngine:
                 continue
             admitted = self._admit() if self.waiting else None
             if admitted:
-                self._load_changed()  # out of `waiting`, into `running` only once prefilled
+                self.load_watch.add(self)  # out of `waiting`, into `running` only once prefilled
                 self._busy()
                 if record:  # the batch / KV time series
                     at(env.now)
                     batch(len(running))
-                    kv(self.kv_used)
+                    kv(self._base + len(running) * self._tick + self._cache_tokens)  # kv_used
                 dt = self._prefill_duration(admitted)
                 if settings.chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
@@ -485,7 +486,7 @@ class InferenceEngine:
         """
         b = len(self.running)
         n_done = self._live_heap_top()[0] - self._tick
-        free = self.kv_capacity - self.kv_used - reserved
+        free = self.kv_capacity - (self._base + b * self._tick + self._cache_tokens) - reserved  # - kv_used
         if free < n_done * b and self._cache_tokens:
             self._evict_cache_until(n_done * b + reserved)
             free = self.kv_capacity - self.kv_used - reserved
