@@ -238,13 +238,13 @@ def test_preemption_victim_is_most_recently_admitted():
     eng.submit(b)
     at(env, 5.0, lambda: eng.submit(c))
     peak = []
-    orig = eng._advance
+    orig = eng._pop_completions
 
-    def advance(n):
-        orig(n)
+    def pop_completions():  # called right after every decode advance: the KV peak, before completions free it
         peak.append(eng.kv_used)
+        orig()
 
-    eng._advance = advance
+    eng._pop_completions = pop_completions
     env.run()
     assert c.preemptions >= 1 and eng.preemptions >= 1
     assert a.preemptions == 0  # the oldest is never the victim while others run
@@ -593,8 +593,11 @@ def run_workload(w: dict, check_kv: bool = True) -> Outcome:
         )
         out.engines.append(eng)
         if check_kv:
-            for meth in ("_advance", "_complete_prefill"):
+            # KV checked around every decode advance's completions (before: the peak) and every prefill's end
+            for meth in ("_pop_completions", "_complete_prefill"):
                 def wrapped(*args, _orig=getattr(eng, meth), _eng=eng, _meth=meth):
+                    if _eng.kv_used > _eng.kv_capacity:
+                        out.kv_violations.append((_meth, _eng.env.now, _eng.kv_used))
                     _orig(*args)
                     if _eng.kv_used > _eng.kv_capacity:
                         out.kv_violations.append((_meth, _eng.env.now, _eng.kv_used))

@@ -55,6 +55,14 @@ class SimEnvironment(simpy.Environment):
         heappush(self._queue, (self.now + delay, NORMAL, next(self._eid), event))
         return event
 
+    def event(self) -> simpy.Event:
+        """simpy's `Event(self)` (same fields), built without calling the class: a class call enters `__init__`
+        through C and a fresh interpreter frame, a method call does not (an engine makes one per request)."""
+        event = _new_event(simpy.Event)
+        event.env = self
+        event.callbacks = []
+        return event  # (_value is the class's PENDING until it is triggered, as after simpy's __init__)
+
     def succeed_once(self, event: simpy.Event, value=None) -> None:
         """`event.succeed(value)` unless the event has already been triggered: the queue entry simpy's `succeed`
         makes, without its `triggered` property and two method calls (an engine ends ~1 request per turn)."""

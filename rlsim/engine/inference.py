@@ -358,19 +358,9 @@ class InferenceEngine:
 
     # ------------------------------------------------------------------ decode
 
-    def _live_heap_top(self) -> tuple[int, int, Request] | None:
-        """The running request that finishes first (finish tick, seq, request), dropping stale entries on the
-        way: requests that left the batch (preempted, aborted) or re-joined under a newer seq."""
-        heap, running = self._heap, self.running
-        while heap:
-            top = heap[0]
-            if top[2] in running and top[1] == top[2]._heap_seq:
-                return top
-            heapq.heappop(heap)
-        return None
-
     def _pop_completions(self) -> None:
-        """Finish every running request whose finish tick has come (the walk `_live_heap_top` makes, once)."""
+        """Finish every running request whose finish tick has come, dropping stale heap entries on the way:
+        requests that left the batch (preempted, aborted) or re-joined under a newer seq."""
         heap, running, tick = self._heap, self.running, self._tick
         while heap:
             finish_tick, seq, req = heap[0]
@@ -390,10 +380,6 @@ class InferenceEngine:
         victim.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(victim)
-
-    def _advance(self, steps: int) -> None:
-        self._tick += steps
-        self.tokens_generated += steps * len(self.running)
 
     # ------------------------------------------------------------------ the process
 
@@ -445,7 +431,8 @@ class InferenceEngine:
                     c = self._coefficients(len(running))
                     dt += c.steps_time(self._running_context(), steps) - steps * c.fixed
                     yield env.timeout(dt)
-                    self._advance(steps)
+                    self._tick += steps  # every running sequence decoded `steps` tokens
+                    self.tokens_generated += steps * len(running)
                     self._pop_completions()
                 else:
                     yield env.timeout(dt)
@@ -476,7 +463,9 @@ class InferenceEngine:
             self._decoding = True
             yield self._segment_end  # an arrival may re-plan it to end sooner (_replan_segment)
             self._decoding = False
-            self._advance(self._segment_steps)
+            steps = self._segment_steps
+            self._tick += steps  # every running sequence decoded `steps` tokens
+            self.tokens_generated += steps * len(running)  # (an abort may have left mid-segment)
             self._pop_completions()
 
     def _decode_horizon(self, reserved: float = 0.0) -> int:
@@ -484,8 +473,14 @@ class InferenceEngine:
 
         `reserved` is KV already promised to requests whose prefill is in flight (chunked prefill).
         """
-        b = len(self.running)
-        n_done = self._live_heap_top()[0] - self._tick
+        heap, running = self._heap, self.running
+        while True:  # the first live heap entry (a batch is running): drop stale ones as _pop_completions does
+            finish_tick, seq, req = heap[0]
+            if req in running and seq == req._heap_seq:
+                break
+            heapq.heappop(heap)
+        b = len(running)
+        n_done = finish_tick - self._tick
         free = self.kv_capacity - (self._base + b * self._tick + self._cache_tokens) - reserved  # - kv_used
         if free < n_done * b and self._cache_tokens:
             self._evict_cache_until(n_done * b + reserved)

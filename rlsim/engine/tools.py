@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import NamedTuple, TypeVar
 
 import numpy as np
@@ -224,7 +223,7 @@ class ToolRunner:
         self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
         rng: np.random.Generator = env.rng  # type: ignore[attr-defined]
         # One attempt's fate, each tool's latency law read once.
-        self._draws = {t: partial(_draw_attempt, s, latency_sampler(s.latency), rng) for t, s in self.tools.items()}
+        self._draws = {t: _attempt_drawer(s, latency_sampler(s.latency), rng) for t, s in self.tools.items()}
         self._observations = {t: length_sampler(s.observation_tokens) for t, s in self.tools.items()}
         # Pools that charge a start-up, in name order (the others cost nothing and take no slot).
         self.cold_start_pools = [n for n in sorted(self.pools) if self.pools[n].spec.cold_start_s > 0]
@@ -319,14 +318,21 @@ class ToolRunner:
         return df
 
 
-def _draw_attempt(spec: ToolSpec, latency: Callable[[np.random.Generator], float],
-                  rng: np.random.Generator) -> tuple[Outcome, float]:
-    """An attempt's fate, drawn once its slot is granted: (outcome, seconds it holds the slot).
+def _attempt_drawer(spec: ToolSpec, latency: Callable[[np.random.Generator], float],
+                    rng: np.random.Generator) -> Callable[[], tuple[Outcome, float]]:
+    """A tool's attempt draw: its fate, drawn once its slot is granted, as (outcome, seconds it holds the slot).
 
-    `latency` is `latency_sampler(spec.latency)`, built once per tool.
+    `latency` is `latency_sampler(spec.latency)`, built once per tool. A closure rather than a
+    functools.partial: calling a partial enters the function through C and a fresh interpreter frame.
     """
-    latency = latency(rng)
-    return attempt_outcome(latency, _failure_draw(spec.failure_prob, rng, latency, spec.timeout_s), spec.timeout_s)
+    failure_prob, timeout_s = spec.failure_prob, spec.timeout_s
+
+    def draw() -> tuple[Outcome, float]:
+        seconds = latency(rng)
+        failed = failure_prob > 0.0 and _failure_draw(failure_prob, rng, seconds, timeout_s)  # (no call if it cannot)
+        return attempt_outcome(seconds, failed, timeout_s)
+
+    return draw
 
 
 def _failure_draw(failure_prob: float, rng: np.random.Generator, latency: float, timeout_s: float | None) -> bool:

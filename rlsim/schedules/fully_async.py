@@ -134,7 +134,7 @@ class FullyAsyncSchedule(RLSchedule):
                 engine = self._least_loaded()
                 self._by_load.add(engine, +1)
                 proc = env.process(run_trajectory(env, engine, self.tools, agent, s.trajectory,
-                                                  self.next_request_id, on_request=self._track_turn))
+                                                  on_request=self._track_turn))
                 proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
             self.running_groups += 1
             return

@@ -198,7 +198,7 @@ class RLSchedule(Schedule):
             t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
             trajs.append(t)
             engine = self.engines[where[i]]
-            procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t, self.next_request_id)))
+            procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t)))
         yield env.all_of(procs)
         self.trajectories.extend(trajs)
         done = [t for t in trajs if t.outcome == "completed"]

@@ -72,7 +72,7 @@ def _tool_table(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], tu
     return tuple(n for n, _ in mix), tuple(cdf.tolist())
 
 
-def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_request=None):
+def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None):
     """SimPy process body (use with `yield from`): the turns of one trajectory on one engine."""
     rng = env.rng
     traj.engine = engine.name
@@ -83,6 +83,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, next_rid, on_req
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
     pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
     turn_tokens, submit, key = length_sampler(tokens_per_turn), engine.submit, ("traj", traj.tid)
+    next_rid = env.next_request_id
     for turn in range(traj.turns_planned):
         if traj.cancelled:
             break
