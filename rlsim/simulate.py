@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -56,8 +57,9 @@ def _engine_stats(engines) -> pd.DataFrame:
         return np.repeat(np.array(values, dtype=object if isinstance(values[0], str) else None), rows)
 
     data = {"engine": per_engine([e.name for e in recorded]), "pool": per_engine([e.pool for e in recorded])}
-    for name, i in (("time_s", 0), ("running", 1), ("kv_tokens", 2)):
-        data[name] = np.concatenate([np.array(e.stats_columns[i]) for e in recorded])
+    for name, i, dtype in (("time_s", 0, np.float64), ("running", 1, np.int64), ("kv_tokens", 2, np.int64)):
+        # one typed pass over every engine's column: np.array would first look at every value to find the dtype
+        data[name] = np.fromiter(chain.from_iterable(e.stats_columns[i] for e in recorded), dtype, sum(rows))
     data["kv_capacity_tokens"] = per_engine([e.kv_capacity for e in recorded])
     return pd.DataFrame(data, columns=columns)
 

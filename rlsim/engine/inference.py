@@ -417,7 +417,8 @@ class InferenceEngine:
             admitted = self._admit() if self.waiting else None
             if admitted:
                 self.load_watch.add(self)  # out of `waiting`, into `running` only once prefilled
-                self._busy()
+                if self._busy_start is None or self._busy_step != env.rl_step:  # (else busy already: no call)
+                    self._busy()
                 if record:  # the batch / KV time series
                     at(env.now)
                     batch(len(running))
@@ -448,7 +449,8 @@ class InferenceEngine:
             if n == 0:
                 self._preempt_one()
                 continue
-            self._busy()
+            if self._busy_start is None or self._busy_step != env.rl_step:  # (else busy already: no call)
+                self._busy()
             b = len(running)
             s0 = self._base + b * self._tick  # _running_context()
             if record:
