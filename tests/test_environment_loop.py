@@ -93,10 +93,14 @@ def test_same_trace_as_plain_simpy():
     assert [type(e[0]) for e in logs[1]] == [type(e[0]) for e in logs[0]]  # int and float times alike
 
 
-def test_timeout_is_simpys():
+def test_timeout_is_simpys_triggered_event():
+    """What simpy's Timeout is (an Event triggered now, processed `delay` later), of the one class Event."""
     env = SimEnvironment()
     t = env.timeout(2, value="x")
-    assert type(t) is Timeout and t.value == "x" and t.ok and not t.processed
+    theirs = Timeout(simpy.Environment(), 2, value="x")
+    assert type(t) is simpy.Event and isinstance(theirs, simpy.Event)
+    assert (t.value, t.ok, t.triggered, t.processed) == (theirs.value, theirs.ok, theirs.triggered, theirs.processed)
+    assert t.value == "x" and t.ok and t.triggered and not t.processed
     env.run()
     assert env.now == 2 and t.processed
     with pytest.raises(ValueError, match="Negative delay"):

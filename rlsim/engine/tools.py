@@ -205,8 +205,11 @@ class _ToolStats:
     queue_times: list[float] = field(default_factory=list)
 
 
-def _pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
+def _percentiles(values: list[float], qs: tuple[float, ...]) -> list[float]:
+    """np.percentile at each of `qs` (NaN for no values), the list made an array once, not once per percentile."""
+    if not values:
+        return [float("nan")] * len(qs)
+    return [float(x) for x in np.percentile(np.asarray(values, dtype=float), qs)]
 
 
 class ToolRunner:
@@ -281,6 +284,8 @@ class ToolRunner:
         """
         rows = {}
         for tool, s in self._stats.items():
+            latency_p50, latency_p90, latency_p99 = _percentiles(s.latencies, (50, 90, 99))
+            queue_p50, queue_p90 = _percentiles(s.queue_times, (50, 90))
             rows[tool] = {
                 "calls": s.calls,
                 "ok_calls": s.ok_calls,
@@ -288,11 +293,11 @@ class ToolRunner:
                 "attempts": s.attempts,
                 "failed_attempts": s.failed_attempts,
                 "timeouts": s.timeouts,
-                "latency_p50_s": _pct(s.latencies, 50),
-                "latency_p90_s": _pct(s.latencies, 90),
-                "latency_p99_s": _pct(s.latencies, 99),
-                "queue_p50_s": _pct(s.queue_times, 50),
-                "queue_p90_s": _pct(s.queue_times, 90),
+                "latency_p50_s": latency_p50,
+                "latency_p90_s": latency_p90,
+                "latency_p99_s": latency_p99,
+                "queue_p50_s": queue_p50,
+                "queue_p90_s": queue_p90,
                 "mean_queue_s": float(np.mean(s.queue_times)) if s.queue_times else float("nan"),
             }
         df = pd.DataFrame.from_dict(rows, orient="index", columns=TOOL_STATS_COLUMNS)
