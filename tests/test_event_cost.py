@@ -298,13 +298,18 @@ def test_written_out_draws_are_numpys_bit_for_bit(seed, mean, sigma, median, low
     assert a.random() == b.random()
 
 
-def test_request_engine_fields_are_keyword_only():
-    """A stray positional argument once landed in `Request.engine` unnoticed; now it is refused."""
+def test_request_engine_fields_are_not_arguments():
+    """A stray positional argument once landed in `Request.engine` unnoticed; now it is refused, and so is
+    any engine-filled field passed by keyword."""
     from rlsim.engine.request import Request
 
-    assert Request(1, 10, 5, 100, ("traj", 3)).engine is None
+    r = Request(1, 10, 5, 100, ("traj", 3))
+    assert (r.engine, r.generated, r.version_tokens, r._heap_seq) == (None, 0, {}, -1)
+    assert Request(2, 1, 1).version_tokens is not r.version_tokens  # one dict per request
     with pytest.raises(TypeError):
         Request(1, 10, 5, 100, ("traj", 3), {"turn": 0})
+    with pytest.raises(TypeError):
+        Request(1, 10, 5, engine="e0")
 
 
 def test_trajectory_turns_leave_no_reference_cycles():

@@ -57,6 +57,9 @@ class InferenceEngine:
         self.hw = hw
         self.tp = tp
         self.settings = settings
+        # Limits read per turn, off the pydantic model (its __getattr__ makes each read a generic lookup).
+        self._max_num_seqs, self._max_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
+        self._prefix_caching, self._chunked_prefill = settings.enable_prefix_caching, settings.chunked_prefill
         self.overheads = settings.overheads(hw)  # the engine kind's per-step costs on this GPU
         self._prefill_cost = PrefillCost(model, hw, tp, self.overheads)
         self.kv_capacity = float(kv_capacity_tokens)
@@ -110,7 +113,7 @@ class InferenceEngine:
         req.done = done = env.event()
         self.waiting.append(req)
         self.load_watch.add(self)
-        if len(self.running) < self.settings.max_num_seqs:
+        if len(self.running) < self._max_num_seqs:
             self._wake_up()
         return done
 
@@ -241,7 +244,7 @@ class InferenceEngine:
         self.load_watch.add(self)  # it leaves `load`
         req.finished_s = self.env.now
         self.completed += 1
-        if req.trajectory_id is not None and self.settings.enable_prefix_caching:
+        if req.trajectory_id is not None and self._prefix_caching:
             self._cache_put(req.trajectory_id, req.prefix_tokens + req.prompt_tokens + req.generated)  # its context
         if req.done is not None:
             self.env.succeed_once(req.done, req)
@@ -286,8 +289,8 @@ class InferenceEngine:
         """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix).
         A first admission stamps `admitted_s`: its prefill starts now."""
         admitted: list[tuple[Request, int, int]] = []
-        max_seqs = self.settings.max_num_seqs
-        prefix_caching = self.settings.enable_prefix_caching
+        max_seqs = self._max_num_seqs
+        prefix_caching = self._prefix_caching
         waiting, running, capacity = self.waiting, self.running, self.kv_capacity
         pending = 0  # KV the requests admitted so far in this round will hold
         now = self.env.now
@@ -334,7 +337,7 @@ class InferenceEngine:
             sq += t * t
             cross += t * p
         sq, cross = float(sq), float(cross)
-        iters = math.ceil(total / self.settings.max_num_batched_tokens) or 1  # (total >= 0)
+        iters = math.ceil(total / self._max_batched_tokens) or 1  # (total >= 0)
         return iters * self._prefill_cost.time(total / iters, sq / iters, cross / iters)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
@@ -406,7 +409,7 @@ class InferenceEngine:
             self._cache_tokens = 0
 
     def _run(self):
-        env, settings, running, coeffs = self.env, self.settings, self.running, self._coeffs
+        env, running, coeffs = self.env, self.running, self._coeffs
         record = self.stats_columns is not None
         if record:
             at, batch, kv = (column.append for column in self.stats_columns)
@@ -424,10 +427,10 @@ class InferenceEngine:
                     batch(len(running))
                     kv(self._base + len(running) * self._tick + self._cache_tokens)  # kv_used
                 dt = self._prefill_duration(admitted)
-                if settings.chunked_prefill and running:
+                if self._chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
                     n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))
-                    iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / settings.max_num_batched_tokens))
+                    iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / self._max_batched_tokens))
                     steps = min(iters, n)
                     c = self._coefficients(len(running))
                     dt += c.steps_time(self._running_context(), steps) - steps * c.fixed

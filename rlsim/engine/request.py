@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
@@ -22,25 +22,26 @@ class Request:
     max_new_tokens: int
     prefix_tokens: int = 0
     trajectory_id: Any = None
-    _: KW_ONLY  # the rest is filled in by the engine: never by position (a stray argument would land here)
-    engine: str | None = None
-    arrival_s: float | None = None
-    admitted_s: float | None = None
-    first_token_s: float | None = None
-    finished_s: float | None = None
-    generated: int = 0
-    preemptions: int = 0
-    prefilled_tokens: int = 0  # all prefill work done for it, recomputation included
-    aborted: bool = False
-    version_tokens: dict[int, int] = field(default_factory=dict)  # policy version -> tokens decoded with it
-    done: simpy.Event | None = None
+    # The rest is filled in by the engine, so it is not a constructor argument (a stray one is a TypeError).
+    # Not keyword-only either: a call then looks up every keyword-only default it was not given (16 per request).
+    engine: str | None = field(default=None, init=False)
+    arrival_s: float | None = field(default=None, init=False)
+    admitted_s: float | None = field(default=None, init=False)
+    first_token_s: float | None = field(default=None, init=False)
+    finished_s: float | None = field(default=None, init=False)
+    generated: int = field(default=0, init=False)
+    preemptions: int = field(default=0, init=False)
+    prefilled_tokens: int = field(default=0, init=False)  # all prefill work done for it, recomputation included
+    aborted: bool = field(default=False, init=False)
+    version_tokens: dict[int, int] = field(default_factory=dict, init=False)  # policy version -> tokens it decoded
+    done: simpy.Event | None = field(default=None, init=False)
     # Engine bookkeeping while running (see InferenceEngine): tick and generated count at joining,
     # the start tick and weight version of the current version segment, the live heap entry.
-    _join_tick: int = field(default=0, repr=False)
-    _gen_at_join: int = field(default=0, repr=False)
-    _seg_tick: int = field(default=0, repr=False)
-    _seg_version: int = field(default=0, repr=False)
-    _heap_seq: int = field(default=-1, repr=False)
+    _join_tick: int = field(default=0, init=False, repr=False)
+    _gen_at_join: int = field(default=0, init=False, repr=False)
+    _seg_tick: int = field(default=0, init=False, repr=False)
+    _seg_version: int = field(default=0, init=False, repr=False)
+    _heap_seq: int = field(default=-1, init=False, repr=False)
 
     @property
     def context_tokens(self) -> int:

@@ -50,7 +50,7 @@ class EnvironmentPool:
         self.env = env
         self.name = name
         self.spec = spec
-        self.slots_free = spec.concurrency
+        self.slots_free = self._limit = spec.concurrency  # (read per call: kept off the pydantic model)
         self._waiting: deque[simpy.Event] = deque()  # grant events of callers queued for a slot, FIFO
         self.in_service = 0
         self.max_in_service = 0
@@ -69,7 +69,7 @@ class EnvironmentPool:
         self._busy_slot_s += in_service * (now - self._changed_at)
         self._changed_at = now
         self.in_service = in_service = in_service + delta
-        if in_service > self.spec.concurrency or in_service < 0:
+        if in_service > self._limit or in_service < 0:
             raise RuntimeError(f"environment pool {self.name!r}: {in_service} in service, "
                                f"concurrency {self.concurrency}")
         if in_service > self.max_in_service:
@@ -226,26 +226,27 @@ class ToolRunner:
         self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
         rng: np.random.Generator = env.rng  # type: ignore[attr-defined]
         # One attempt's fate, each tool's latency law read once.
-        self._draws = {t: _attempt_drawer(s, latency_sampler(s.latency), rng) for t, s in self.tools.items()}
+        draws = {t: _attempt_drawer(s, latency_sampler(s.latency), rng) for t, s in self.tools.items()}
+        # What a call needs of its tool, read from the specs once: a pydantic model defines __getattr__, so
+        # each read of a field takes the interpreter's generic attribute lookup.
+        self._plans = {t: (self.pools[s.pool], draws[t], self._stats[t], s.max_attempts, s.backoff_s)
+                       for t, s in self.tools.items()}
         self._observations = {t: length_sampler(s.observation_tokens) for t, s in self.tools.items()}
         # Pools that charge a start-up, in name order (the others cost nothing and take no slot).
         self.cold_start_pools = [n for n in sorted(self.pools) if self.pools[n].spec.cold_start_s > 0]
 
     def call(self, tool: str) -> Generator[simpy.Event, object, ToolResult]:
         """One tool call with up to max_attempts attempts (use with `yield from` inside a SimPy process)."""
-        spec = self.tools[tool]
-        pool = self.pools[spec.pool]
-        draw = self._draws[tool]
-        stats = self._stats[tool]
+        pool, draw, stats, max_attempts, backoff_s = self._plans[tool]
         stats.calls += 1
         env = self.env
         start = env.now
         queue_s = service_s = 0.0
         outcome: Outcome = "failed"
         attempt = 0
-        while attempt < spec.max_attempts:
+        while attempt < max_attempts:
             if attempt > 0:
-                wait = backoff_delay(spec.backoff_s, attempt)
+                wait = backoff_delay(backoff_s, attempt)
                 if wait > 0:
                     yield env.timeout(wait)
             attempt += 1
