@@ -73,11 +73,11 @@ def pc_prefill(t: int, p: int = 0) -> float:
 
 
 def make(hw: HardwareProfile = FLAT, cap: float = 10_000, name: str = "e0", env: SimEnvironment | None = None,
-         **spec) -> tuple[SimEnvironment, InferenceEngine]:
+         cls: type[InferenceEngine] | None = None, **spec) -> tuple[SimEnvironment, InferenceEngine]:
     env = env or SimEnvironment()
     if "p" not in env.ledger.pool_gpus:
         env.ledger.add_pool("p", 8)
-    return env, InferenceEngine(env, name, MODEL, hw, 1, EngineSpec(**spec), cap, pool="p")
+    return env, (cls or InferenceEngine)(env, name, MODEL, hw, 1, EngineSpec(**spec), cap, pool="p")
 
 
 def at(env: SimEnvironment, t: float, fn) -> None:
@@ -232,25 +232,18 @@ def test_kv_preemption_recomputes_newest_request():
 
 
 def test_preemption_victim_is_most_recently_admitted():
-    env, eng = make(cap=120)
+    env, eng = make(cap=120, cls=KVCheckedEngine)
+    eng.violations = []
     a, b, c = Request(0, 30, 60), Request(1, 5, 60), Request(2, 10, 60)
     eng.submit(a)
     eng.submit(b)
     at(env, 5.0, lambda: eng.submit(c))
-    peak = []
-    orig = eng._pop_completions
-
-    def pop_completions():  # called right after every decode advance: the KV peak, before completions free it
-        peak.append(eng.kv_used)
-        orig()
-
-    eng._pop_completions = pop_completions
     env.run()
     assert c.preemptions >= 1 and eng.preemptions >= 1
     assert a.preemptions == 0  # the oldest is never the victim while others run
     for r in (a, b, c):
         assert r.finished and r.generated == 60 and sum(r.version_tokens.values()) == 60
-    assert max(peak) <= 120
+    assert eng.violations == []  # the KV peak, right after each decode advance, stays within 120
     assert eng.tokens_generated == 180
 
 
@@ -504,22 +497,15 @@ def test_chunked_prefill_piggybacks_on_decode():
 
 
 def test_chunked_prefill_respects_kv_capacity():
-    env, eng = make(cap=55, max_num_batched_tokens=10, chunked_prefill=True)
+    env, eng = make(cap=55, max_num_batched_tokens=10, chunked_prefill=True, cls=KVCheckedEngine)
+    eng.violations = []
     a, b = Request(0, 10, 30), Request(1, 40, 5)
     eng.submit(a)
     at(env, 2.0, lambda: eng.submit(b))
-    peak = []
-    orig = eng._complete_prefill
-
-    def complete(admitted):
-        orig(admitted)
-        peak.append(eng.kv_used)
-
-    eng._complete_prefill = complete
     env.run()
     # At 2.31 a holds 12 tokens; b needs 40 + 1 + 2 <= 55 - 12 and is admitted. Its 4 chunks let a
-    # decode 4 tokens, so after the prefill a holds 16 and b 41: 57 > 55.
-    assert max(peak) <= 55  # got 57
+    # decode 4 tokens, so after the prefill a holds 16 and b 41: 57 > 55 (as it once was).
+    assert eng.violations == [] and a.finished and b.finished
 
 
 def test_request_larger_than_engine_raises():
@@ -577,6 +563,27 @@ def workloads(draw, chunked=False):
     return dict(engines=engines, requests=reqs, chunked=chunked)
 
 
+class KVCheckedEngine(InferenceEngine):
+    """Records each moment the KV in use is past capacity, checked around every decode advance's completions
+    (before them: the peak) and every prefill's end."""
+
+    violations: list
+
+    def _check(self, where: str) -> None:
+        if self.kv_used > self.kv_capacity:
+            self.violations.append((where, self.env.now, self.kv_used))
+
+    def _pop_completions(self) -> None:
+        self._check("_pop_completions")
+        super()._pop_completions()
+        self._check("_pop_completions")
+
+    def _complete_prefill(self, admitted) -> None:
+        self._check("_complete_prefill")
+        super()._complete_prefill(admitted)
+        self._check("_complete_prefill")
+
+
 def run_workload(w: dict, check_kv: bool = True) -> Outcome:
     env = SimEnvironment(seed=0)
     env.ledger.add_pool("p", 8)
@@ -585,23 +592,14 @@ def run_workload(w: dict, check_kv: bool = True) -> Outcome:
         mine = [r for r in w["requests"] if r["engine"] == i]
         need = max((r["prompt"] + r["new"] + (sum(r["turn2"]) if r["turn2"] else 0) for r in mine), default=1)
         cap = math.ceil((need + 2) * e["slack"])
-        eng = InferenceEngine(
-            env, f"e{i}", MODEL, MIXED, 1,
-            EngineSpec(max_num_seqs=e["max_num_seqs"], enable_prefix_caching=e["caching"],
-                       max_num_batched_tokens=e["mbt"], chunked_prefill=w["chunked"]),
-            cap, pool="p",
-        )
-        out.engines.append(eng)
+        spec = EngineSpec(max_num_seqs=e["max_num_seqs"], enable_prefix_caching=e["caching"],
+                          max_num_batched_tokens=e["mbt"], chunked_prefill=w["chunked"])
         if check_kv:
-            # KV checked around every decode advance's completions (before: the peak) and every prefill's end
-            for meth in ("_pop_completions", "_complete_prefill"):
-                def wrapped(*args, _orig=getattr(eng, meth), _eng=eng, _meth=meth):
-                    if _eng.kv_used > _eng.kv_capacity:
-                        out.kv_violations.append((_meth, _eng.env.now, _eng.kv_used))
-                    _orig(*args)
-                    if _eng.kv_used > _eng.kv_capacity:
-                        out.kv_violations.append((_meth, _eng.env.now, _eng.kv_used))
-                setattr(eng, meth, wrapped)
+            eng = KVCheckedEngine(env, f"e{i}", MODEL, MIXED, 1, spec, cap, pool="p")
+            eng.violations = out.kv_violations
+        else:
+            eng = InferenceEngine(env, f"e{i}", MODEL, MIXED, 1, spec, cap, pool="p")
+        out.engines.append(eng)
         if e["pause"] is not None:
             t, d, mode = e["pause"]
 
@@ -666,7 +664,7 @@ def check_invariants(out: Outcome, check_kv: bool = True) -> None:
         assert eng.completed == sum(r.finished for r in mine)
         assert eng.preemptions == sum(r.preemptions for r in mine)
         assert not eng.running and not eng.waiting
-        assert eng.kv_used == eng._cache_tokens >= 0
+        assert eng.kv_used == eng._cache.tokens >= 0
         if check_kv:
             assert all(kv <= eng.kv_capacity for _, _, kv in eng.stats)
     if check_kv:
@@ -806,3 +804,19 @@ def test_longer_responses_cost_about_the_same_events():
 def test_more_requests_cost_proportionally_more_events():
     base, double = _events(60, 1), _events(120, 1)
     assert 1.6 * base <= double <= 2.5 * base
+
+
+def test_prefix_cache_evicts_least_recently_used_first_and_spares_keep():
+    from rlsim.engine.prefix_cache import PrefixCache
+
+    cache = PrefixCache()
+    for key, tokens in (("a", 10), ("b", 20), ("c", 30)):
+        cache.put(key, tokens)
+    cache.put("a", 15)  # re-cached: now the most recently used
+    assert (cache.tokens, len(cache), cache.get("a"), cache.get("z")) == (65, 3, 15, -1)
+    # capacity 100, 40 held by running sequences, 65 cached: -5 free; 10 needed -> evict b (20) only
+    cache.evict_until(100.0, 40, 10, keep="a")
+    assert (cache.get("b"), cache.get("c"), cache.get("a"), cache.tokens) == (-1, 30, 15, 45)
+    cache.evict_until(100.0, 40, 100, keep="a")  # cannot get there: everything but `keep` goes
+    assert (len(cache), cache.tokens) == (1, 15)
+    assert cache.drop("a") == 15 and cache.drop("a") == 0 and cache.tokens == 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Literal
 
 import simpy
@@ -24,6 +24,7 @@ from simpy.events import URGENT
 
 from rlsim.costs.generation import DecodeCoefficients, PrefillCost, decode_coefficients
 from rlsim.engine.environment import SimEnvironment
+from rlsim.engine.prefix_cache import PrefixCache
 from rlsim.engine.request import Request
 from rlsim.hardware import HardwareProfile
 from rlsim.model_shapes import ModelShape
@@ -37,6 +38,17 @@ class EngineCapacityError(RuntimeError):
 
 
 class InferenceEngine:
+    # Slots: 40-odd attributes are past what an instance dict shares among instances, and a private dict
+    # leaves every method lookup on the engine unspecialised (about 17 per turn).
+    __slots__ = (
+        "env", "name", "model", "hw", "tp", "settings", "_max_num_seqs", "_max_batched_tokens", "_prefix_caching",
+        "_chunked_prefill", "overheads", "_prefill_cost", "kv_capacity", "pool", "role", "weight_version", "waiting",
+        "running", "_heap", "_seq", "_tick", "_base", "_cache", "_coeffs", "_wake", "_decoding",
+        "_segment", "_segment_end", "_segment_steps", "load_watch", "_pause_requested", "_resume_evt", "_resume_mode",
+        "paused", "_busy_start", "_busy_step", "tokens_generated", "tokens_prefilled", "preemptions", "completed",
+        "stats_columns", "process", "admission_gate"
+    )
+
     def __init__(
         self,
         env: SimEnvironment,
@@ -74,8 +86,7 @@ class InferenceEngine:
         self._seq = 0  # heap tie-breaker, per engine
         self._tick = 0
         self._base = 0  # sum over running of (context at join - tick at join)
-        self._prefix_cache: OrderedDict = OrderedDict()  # trajectory_id -> cached tokens (LRU)
-        self._cache_tokens = 0
+        self._cache = PrefixCache()  # trajectory_id -> its last context's tokens, kept in KV
         # Decode coefficients per batch size; engines of one model/hardware/tp may share the table.
         self._coeffs: dict[int, DecodeCoefficients] = {} if decode_cache is None else decode_cache
         self._wake = None  # event an idle engine waits on
@@ -87,6 +98,7 @@ class InferenceEngine:
         # finish) the engine adds itself here: a schedule's least-loaded index shares one set among its engines
         # and re-reads only those in it. Until a schedule hands one over, a private set nobody reads.
         self.load_watch: set = set()
+        self.admission_gate = None  # a schedule's hook run before each admission round (fully-async drain)
         self._pause_requested = None  # event to fire once paused
         self._resume_evt = None
         self._resume_mode: ResumeMode = "keep"
@@ -151,7 +163,7 @@ class InferenceEngine:
 
     @property
     def kv_used(self) -> float:
-        return self._base + len(self.running) * self._tick + self._cache_tokens  # _running_context() + cache
+        return self._base + len(self.running) * self._tick + self._cache.tokens  # _running_context() + cache
 
     @property
     def stats(self) -> list[tuple[float, int, int]] | None:
@@ -245,27 +257,9 @@ class InferenceEngine:
         req.finished_s = self.env.now
         self.completed += 1
         if req.trajectory_id is not None and self._prefix_caching:
-            self._cache_put(req.trajectory_id, req.prefix_tokens + req.prompt_tokens + req.generated)  # its context
+            self._cache.put(req.trajectory_id, req.prefix_tokens + req.prompt_tokens + req.generated)  # its context
         if req.done is not None:
             self.env.succeed_once(req.done, req)
-
-    def _cache_put(self, key, tokens: int) -> None:
-        self._cache_drop(key)
-        self._prefix_cache[key] = tokens
-        self._cache_tokens += tokens
-
-    def _cache_drop(self, key) -> int:
-        tokens = self._prefix_cache.pop(key, 0)
-        self._cache_tokens -= tokens
-        return tokens
-
-    def _evict_cache_until(self, needed_free: float, keep=None) -> None:
-        """Evict least-recently-used cached prefixes until `needed_free` KV tokens are free."""
-        for key in list(self._prefix_cache):
-            if self.kv_capacity - self.kv_used >= needed_free:
-                return
-            if key != keep:
-                self._cache_drop(key)
 
     def _busy(self) -> None:
         """Open a busy interval (or start a new one when the schedule has moved to another RL step)."""
@@ -288,6 +282,8 @@ class InferenceEngine:
     def _admit(self) -> list[tuple[Request, int, int]]:
         """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix).
         A first admission stamps `admitted_s`: its prefill starts now."""
+        if self.admission_gate is not None:
+            self.admission_gate()
         admitted: list[tuple[Request, int, int]] = []
         max_seqs = self._max_num_seqs
         prefix_caching = self._prefix_caching
@@ -303,7 +299,7 @@ class InferenceEngine:
                 prefix_caching
                 and key is not None
                 and req.generated == 0
-                and self._prefix_cache.get(key, -1) >= req.prefix_tokens > 0
+                and self._cache.get(key) >= req.prefix_tokens > 0
             ):
                 cached = req.prefix_tokens
             new_tokens = req.prefix_tokens + req.prompt_tokens + req.generated - cached  # context_tokens - cached
@@ -312,8 +308,9 @@ class InferenceEngine:
             batch = len(running) + len(admitted)
             headroom = (watermark if watermark > batch + 1 else batch + 1) if batch else 1  # max(), written out
             need = new_tokens + 1 + headroom
-            if capacity - (self._base + len(running) * self._tick + self._cache_tokens) - pending < need:  # kv_used
-                self._evict_cache_until(need + pending, keep=req.trajectory_id if cached else None)
+            held = self._base + len(running) * self._tick  # by the running sequences; + cache = kv_used
+            if capacity - (held + self._cache.tokens) - pending < need:
+                self._cache.evict_until(capacity, held, need + pending, keep=req.trajectory_id if cached else None)
                 if capacity - self.kv_used - pending < need:  # (unchanged KV passed the test above)
                     if not running and not admitted:
                         raise EngineCapacityError(
@@ -325,7 +322,7 @@ class InferenceEngine:
             if req.admitted_s is None:
                 req.admitted_s = now  # scheduled: its prefill starts now
             if key is not None:  # used now, or a stale (shorter) prefix recomputed anyway
-                self._cache_drop(key)
+                self._cache.drop(key)
             admitted.append((req, new_tokens, cached))
             pending += new_tokens + 1
         return admitted
@@ -405,8 +402,7 @@ class InferenceEngine:
             for req in reversed(list(self.running)):
                 self._leave(req)
                 self.waiting.appendleft(req)
-            self._prefix_cache.clear()
-            self._cache_tokens = 0
+            self._cache.clear()
 
     def _run(self):
         env, running, coeffs = self.env, self.running, self._coeffs
@@ -425,7 +421,7 @@ class InferenceEngine:
                 if record:  # the batch / KV time series
                     at(env.now)
                     batch(len(running))
-                    kv(self._base + len(running) * self._tick + self._cache_tokens)  # kv_used
+                    kv(self._base + len(running) * self._tick + self._cache.tokens)  # kv_used
                 dt = self._prefill_duration(admitted)
                 if self._chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
@@ -459,7 +455,7 @@ class InferenceEngine:
             if record:
                 at(env.now)
                 batch(b)
-                kv(s0 + self._cache_tokens)  # kv_used
+                kv(s0 + self._cache.tokens)  # kv_used
             c = coeffs.get(b) or self._coefficients(b)
             dt = c.steps_time(s0, n)
             self._segment = (env.now, dt, s0, n, c)
@@ -486,9 +482,10 @@ class InferenceEngine:
             heapq.heappop(heap)
         b = len(running)
         n_done = finish_tick - self._tick
-        free = self.kv_capacity - (self._base + b * self._tick + self._cache_tokens) - reserved  # - kv_used
-        if free < n_done * b and self._cache_tokens:
-            self._evict_cache_until(n_done * b + reserved)
+        held = self._base + b * self._tick
+        free = self.kv_capacity - (held + self._cache.tokens) - reserved  # - kv_used
+        if free < n_done * b and self._cache.tokens:
+            self._cache.evict_until(self.kv_capacity, held, n_done * b + reserved)
             free = self.kv_capacity - self.kv_used - reserved
         n_kv = int(free // b)
         if n_kv <= 0 and b == 1 and not reserved:

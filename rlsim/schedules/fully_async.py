@@ -278,21 +278,19 @@ class FullyAsyncSchedule(RLSchedule):
     def _gate(self, engine, keep: set) -> None:
         """Drain: the engine admits only `keep` (its in-flight requests); anything else waits, held aside."""
         held = self._held.setdefault(engine.name, [])
-        admit = type(engine)._admit
 
-        def gated():
+        def hold_the_rest():
             if any(r not in keep for r in engine.waiting):
                 rest = [r for r in engine.waiting if r in keep]
                 held.extend(r for r in engine.waiting if r not in keep)
                 engine.waiting.clear()
                 engine.waiting.extend(rest)
-            return admit(engine)
 
-        engine._admit = gated
+        engine.admission_gate = hold_the_rest
 
     def _ungate(self, engine) -> None:
         """End of a drain: the held requests go back to the head of the queue, in arrival order."""
-        engine.__dict__.pop("_admit", None)
+        engine.admission_gate = None
         held = self._held.pop(engine.name, [])
         engine.waiting.extendleft(reversed(held))
         self._by_load.touch(engine)  # its queue changed from outside the engine
