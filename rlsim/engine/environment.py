@@ -28,10 +28,12 @@ class SimEnvironment(simpy.Environment):
     def __init__(self, seed: int = 0):
         super().__init__()
         self.now = self._now
-        # simpy binds `env.timeout`, `env.event`, ... to the instance only for names in the instance's own
-        # class dict, which for a subclass is empty: without this every `env.timeout(...)` builds a bound method.
+        # simpy binds `env.process`, `env.all_of`, ... to the instance only for names in the instance's own
+        # class dict, which for a subclass is empty: without this every `env.process(...)` builds a bound class.
+        # Not for the methods this class defines instead (`timeout`, `event`): an instance attribute of a method's
+        # name would keep every `env.timeout(...)` method lookup from being specialised by the interpreter.
         for name, obj in vars(simpy.Environment).items():
-            if type(obj) is BoundClass:
+            if type(obj) is BoundClass and type(getattr(type(self), name)) is BoundClass:
                 setattr(self, name, getattr(self, name))
         self.rng = np.random.default_rng(seed)
         self.ledger = GpuLedger()
