@@ -8,6 +8,7 @@ share anything and a run is reproducible from its seed alone.
 from __future__ import annotations
 
 from heapq import heappop, heappush
+from inspect import getattr_static
 
 import numpy as np
 import simpy
@@ -33,7 +34,7 @@ class SimEnvironment(simpy.Environment):
         # Not for the methods this class defines instead (`timeout`, `event`): an instance attribute of a method's
         # name would keep every `env.timeout(...)` method lookup from being specialised by the interpreter.
         for name, obj in vars(simpy.Environment).items():
-            if type(obj) is BoundClass and type(getattr(type(self), name)) is BoundClass:
+            if type(obj) is BoundClass and type(getattr_static(type(self), name)) is BoundClass:
                 setattr(self, name, getattr(self, name))
         self.rng = np.random.default_rng(seed)
         self.ledger = GpuLedger()
