@@ -113,7 +113,7 @@ class SimEnvironment(simpy.Environment):
                 at = until if isinstance(until, int) else float(until)
                 if at <= self._now:
                     raise ValueError(f"until ({at}) must be greater than the current simulation time")
-                until = simpy.Event(self)
+                until = self.event()  # (the layout every event here has)
                 until._ok, until._value = True, None
                 self.schedule(until, URGENT, at - self._now)
             elif until.callbacks is None:

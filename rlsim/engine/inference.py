@@ -327,7 +327,8 @@ class InferenceEngine:
             pending += new_tokens + 1
         return admitted
 
-    def _prefill_duration(self, admitted: list[tuple[Request, int, int]]) -> float:
+    def _prefill_duration(self, admitted: list[tuple[Request, int, int]]) -> tuple[int, float]:
+        """(iterations, seconds) of the round's prefill: chunks of at most max_num_batched_tokens new tokens."""
         total = sq = cross = 0  # integer sums, as exact as three separate ones
         for _, t, p in admitted:
             total += t
@@ -335,7 +336,7 @@ class InferenceEngine:
             cross += t * p
         sq, cross = float(sq), float(cross)
         iters = math.ceil(total / self._max_batched_tokens) or 1  # (total >= 0)
-        return iters * self._prefill_cost.time(total / iters, sq / iters, cross / iters)
+        return iters, iters * self._prefill_cost.time(total / iters, sq / iters, cross / iters)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
         self.load_watch.add(self)  # back in `load`: running, or finished by the prefill's token
@@ -422,11 +423,10 @@ class InferenceEngine:
                     at(env.now)
                     batch(len(running))
                     kv(self._base + len(running) * self._tick + self._cache.tokens)  # kv_used
-                dt = self._prefill_duration(admitted)
+                iters, dt = self._prefill_duration(admitted)
                 if self._chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
                     n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))
-                    iters = max(1, math.ceil(sum(t for _, t, _ in admitted) / self._max_batched_tokens))
                     steps = min(iters, n)
                     c = self._coefficients(len(running))
                     dt += c.steps_time(self._running_context(), steps) - steps * c.fixed
