@@ -141,6 +141,7 @@ class CountingEnvironment(SimEnvironment):
             self.kinds[type(self._queue[0][3]).__name__] += 1
         super().step()
 
+
 def test_arrivals_in_one_step_replan_once_without_interrupts():
     """Three requests arriving within one decode step join after that step, at one re-planned boundary."""
     from test_engine import FLAT, MODEL, step  # the toy engine whose step times are round numbers
