@@ -15,9 +15,9 @@ import argparse
 import statistics
 import time
 
-from rlsim.paths import shipped_dir
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
 
 SCENARIO = shipped_dir("scenarios") / "agentic" / "asearcher-7b.yaml"
 SCALE_1024 = [  # 8x the shipped 128 GPUs, every per-GPU load kept

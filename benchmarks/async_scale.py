@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from rlsim.paths import shipped_dir
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
 
 
 def main() -> None:

@@ -14,8 +14,8 @@ import argparse
 import statistics
 import time
 
-from rlsim.scenario.loader import parse_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.simulate import simulate
 
 
 def scenario(length_scale: int, prompts: int = 512):

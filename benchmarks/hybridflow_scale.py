@@ -11,9 +11,9 @@ import argparse
 import statistics
 import time
 
-from rlsim.reproduce.hybridflow_placement import base_scenario, configure
-from rlsim.scenario.loader import parse_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.tools.reproduce.hybridflow_placement import base_scenario, configure
 
 
 def main() -> None:

@@ -12,9 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlsim.paths import shipped_dir
-from rlsim.plan import enumerate_candidates, load_space, make_plan, parse_space, run_search
-from rlsim.reproduce import hybridflow_placement as hf
+from rlsim.sim.paths import shipped_dir
+from rlsim.tools.plan import enumerate_candidates, load_space, make_plan, parse_space, run_search
+from rlsim.tools.reproduce import hybridflow_placement as hf
 
 
 def hybridflow_search(model: str, gpus: int, layouts: list[str]) -> tuple[str, float, float, int]:

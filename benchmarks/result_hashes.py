@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlsim.paths import shipped_dir
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
 
 TABLES = ("steps", "timeline", "engine_stats", "samples", "tools", "trajectories")
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlsim.paths import shipped_dir
-from rlsim.sweep import plan_sweep, run_sweep
+from rlsim.sim.paths import shipped_dir
+from rlsim.tools.sweep import plan_sweep, run_sweep
 
 GRID = ["algorithm.prompts_per_step=64,96,128,160,192", "algorithm.samples_per_prompt=4,6,8,10"]
 SEEDS = 10

@@ -35,8 +35,8 @@ CHILD = """
 import sys, time
 root, mode, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.path.insert(0, root)
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
 scn = load_scenario(f"{root}/scenarios/agentic/asearcher-7b.yaml", ["steps=1"] if mode != "timed" else [])
 if mode != "nosim":
     times = []

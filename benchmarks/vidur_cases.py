@@ -46,7 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    rlsim = [sys.executable, "-m", "rlsim.cli"]
+    rlsim = [sys.executable, "-m", "rlsim.tools.cli"]
     print(f"{'case':<24}{'rlsim run (s)':>15}{'simulate() (s)':>16}{'events':>9}")
     with tempfile.TemporaryDirectory() as tmp:
         for n, p, d in CASES:
@@ -58,8 +58,8 @@ def main() -> None:
                 subprocess.run([*rlsim, "run", str(path), "--out", str(Path(tmp) / "out"), "--force", "-q"],
                                check=True, stdout=subprocess.DEVNULL)
                 walls.append(time.perf_counter() - t0)
-            from rlsim.scenario.loader import load_scenario
-            from rlsim.simulate import simulate
+            from rlsim.sim.scenario.loader import load_scenario
+            from rlsim.sim.simulate import simulate
 
             sims = []
             for _ in range(args.repeats):

@@ -6,8 +6,8 @@ with `.summary` (dict), `.steps` and `.timeline` (DataFrames).
 
 __version__ = "0.1.0"
 
-from rlsim.scenario.errors import ScenarioError  # noqa: E402
-from rlsim.scenario.loader import load_scenario  # noqa: E402
-from rlsim.simulate import Result, simulate  # noqa: E402
+from rlsim.sim.scenario.errors import ScenarioError  # noqa: E402
+from rlsim.sim.scenario.loader import load_scenario  # noqa: E402
+from rlsim.sim.simulate import Result, simulate  # noqa: E402
 
 __all__ = ["Result", "ScenarioError", "__version__", "load_scenario", "simulate"]

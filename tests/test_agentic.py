@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlsim.engine.environment import SimEnvironment
-from rlsim.scenario.loader import parse_scenario
-from rlsim.schedules import build_schedule
-from rlsim.simulate import simulate
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.schedules import build_schedule
+from rlsim.sim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = yaml.safe_load((ROOT / "scenarios/agentic/tool-latency-base.yaml").read_text())
@@ -121,7 +121,7 @@ def test_prefix_is_reused_across_turns():
 
 
 def test_agentic_reproduction_orders_the_schedules():
-    from rlsim.reproduce.agentic import variant
+    from rlsim.tools.reproduce.agentic import variant
 
     idle = {}
     for schedule in ("sync", "roll-async", "fully-async"):
@@ -162,7 +162,7 @@ def test_sample_level_judging_in_roll():
 
 def test_roll_rlvr_rollout_share_finding():
     """ROLL Flash (docs/sources.md §8): rollout is more than 70% of an RLVR step."""
-    from rlsim.reproduce.validation import bound_findings
+    from rlsim.tools.reproduce.validation import bound_findings
 
     found = bound_findings().set_index("name")
     row = found.loc["ROLL RLVR: rollout share of step time (rlvr-qwen2.5-7b-judge)"]

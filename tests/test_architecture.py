@@ -15,20 +15,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlsim"
 # package -> packages it must never import (top-level modules count as packages of their own).
 FORBIDDEN = {
     "costs": {"scenario", "engine", "schedules", "report", "cli", "simulate", "sweep", "reproduce", "workload",
-              "metrics", "plan", "importers", "calibration", "sensitivity"},
-    "scenario": {"engine", "schedules", "report", "cli", "simulate", "sweep", "reproduce", "metrics", "plan",
+              "results", "plan", "importers", "calibration", "sensitivity"},
+    "scenario": {"engine", "schedules", "report", "cli", "simulate", "sweep", "reproduce", "results", "plan",
                  "importers", "calibration", "sensitivity"},
     "engine": {"schedules", "report", "cli", "simulate", "sweep", "reproduce", "plan", "importers", "sensitivity"},
     "schedules": {"report", "cli", "simulate", "sweep", "reproduce", "plan", "importers", "sensitivity"},
     "report": {"cli", "simulate", "schedules", "engine", "sweep", "reproduce", "plan", "importers", "sensitivity"},
     "sweep": {"cli", "reproduce", "plan"},
-    "metrics": {"cli", "simulate", "schedules", "report"},
+    "results": {"cli", "simulate", "schedules", "report"},
 }
 
 
 def _unit(module: str) -> str:
-    """rlsim.costs.generation -> costs; rlsim.simulate -> simulate."""
+    """rlsim.sim.costs.generation -> costs; rlsim.sim.simulate -> simulate; rlsim.tools.cli.run -> cli."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in ("sim", "tools"):
+        return parts[2]
     return parts[1] if len(parts) > 1 else ""
 
 

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.engine.environment import SimEnvironment
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import load_scenario, parse_scenario
-from rlsim.schedules.fully_async import FullyAsyncSchedule
-from rlsim.simulate import simulate
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario, parse_scenario
+from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
+from rlsim.sim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-import rlsim.costs.training as batching
-from rlsim.engine.environment import SimEnvironment
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import parse_scenario
-from rlsim.schedules.fully_async import FullyAsyncSchedule
-from rlsim.simulate import simulate
+import rlsim.sim.costs.training as batching
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
+from rlsim.sim.simulate import simulate
 
 
 def scenario(steps=4, prompts=8, n=4, sigma=1.0, mini_batches=2, epochs=1, **schedule) -> dict:
@@ -276,7 +276,7 @@ def test_resolved_knobs_survive_a_dump_and_reload():
     """The resolved spec (interrupt from partial_rollout, eta cleared under verl's rule) reloads as is."""
     import yaml
 
-    from rlsim.scenario.loader import dump_scenario
+    from rlsim.sim.scenario.loader import dump_scenario
 
     for knobs in ({"staleness_threshold": 0.2}, {"staleness_threshold": 0.2, "partial_rollout": False},
                   {"require_batches": 2, "ppo_mini_batch_size": 2}):

@@ -1,4 +1,4 @@
-"""rlsim.calibration, CSV mode: reading measurements, predicting them, fitting profiles; the NIM acceptance test."""
+"""rlsim.tools.calibration, CSV mode: reading measurements, predicting them, fitting profiles; the NIM test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import dataclasses
 
 import pytest
 
-from rlsim.calibration import (
+from rlsim.sim.costs.generation import serving_itl
+from rlsim.sim.hardware import load_profile, load_profile_file, profiles_dir
+from rlsim.sim.model_shapes import ModelShape, resolve_preset
+from rlsim.tools.calibration import (
     COLUMNS,
     Measurement,
     MeasurementError,
@@ -16,9 +19,6 @@ from rlsim.calibration import (
     read_measurements,
     write_profile,
 )
-from rlsim.costs.generation import serving_itl
-from rlsim.hardware import load_profile, load_profile_file, profiles_dir
-from rlsim.model_shapes import ModelShape, resolve_preset
 
 NIM_CSV = profiles_dir() / "measurements" / "nim_llama33_70b_fp8_h100.csv"
 # docs/sources.md §2: NIM Llama-3.3-70B FP8, TP2 on 2xH100, in 5000 / out 500.
@@ -295,7 +295,7 @@ def test_format_report_lists_every_row_and_the_summary(nim):
 def test_standard_errors_say_which_fitted_values_are_guesses(nim):
     """Five ITL points fix two combinations: fitting four parameters leaves them undetermined (huge 1-sigma,
     flagged in a note), fitting the two the profile documents gives finite, modest errors."""
-    from rlsim.calibration.profile_fit import LOOSE_RELATIVE_STDERR
+    from rlsim.tools.calibration.profile_fit import LOOSE_RELATIVE_STDERR
 
     shipped = load_profile("h100-sxm")
     loose = fit(nim, shipped)
@@ -315,7 +315,7 @@ def test_standard_error_formula_on_one_parameter():
 
     import numpy as np
 
-    from rlsim.calibration.profile_fit import _UPPER, _from_logit, _standard_errors
+    from rlsim.tools.calibration.profile_fit import _UPPER, _from_logit, _standard_errors
 
     name, u = "decode_eta_mem", np.array([0.3])
     jac = np.array([[0.5], [1.0], [2.0]])

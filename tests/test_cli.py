@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rlsim.cli import app
+from rlsim.tools.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -25,8 +25,8 @@ def test_validate_ok():
 
 def test_validate_shows_where_each_role_runs():
     """ROLL's device mapping: the judge on GPUs 12-15 takes turns only with the roles that share them."""
-    from rlsim.scenario.loader import load_scenario
-    from rlsim.scenario.placement import placement_rows
+    from rlsim.sim.scenario.loader import load_scenario
+    from rlsim.sim.scenario.placement import placement_rows
 
     path = QUICKSTART.parent / "roll" / "rlvr-qwen2.5-7b-judge.yaml"
     rows = {r["role"]: r for r in placement_rows(load_scenario(path))}
@@ -137,7 +137,7 @@ def test_packages_list_covers_every_subpackage():
 
 def test_installed_wheel_finds_shipped_data(tmp_path, monkeypatch):
     """Inside a wheel the data sits at site-packages/rlsim/<name>/, with no checkout around it."""
-    import rlsim.paths as paths
+    import rlsim.sim.paths as paths
 
     pkg = tmp_path / "site-packages" / "rlsim"
     (pkg / "hardware_profiles").mkdir(parents=True)
@@ -149,7 +149,7 @@ SMALL = ["--set", "steps=1", "--set", "algorithm.prompts_per_step=4"]
 
 
 def test_scenarios_lists_every_shipped_one_on_one_line():
-    from rlsim.cli.common import shipped_scenarios
+    from rlsim.tools.cli.common import shipped_scenarios
 
     res = runner.invoke(app, ["scenarios"])
     assert res.exit_code == 0, res.output
@@ -160,7 +160,7 @@ def test_scenarios_lists_every_shipped_one_on_one_line():
 
 
 def test_shipped_scenario_resolves_by_name_from_any_folder(tmp_path, monkeypatch):
-    from rlsim.cli.common import resolve_scenario_path
+    from rlsim.tools.cli.common import resolve_scenario_path
 
     monkeypatch.chdir(tmp_path)
     assert resolve_scenario_path("areal-1.5b-h800") == ROOT / "scenarios" / "async" / "areal-1.5b-h800.yaml"
@@ -221,7 +221,8 @@ def test_nothing_imports_the_cli():
     offenders = [
         str(p.relative_to(ROOT))
         for p in (ROOT / "rlsim").rglob("*.py")
-        if "cli" not in p.relative_to(ROOT / "rlsim").parts[:1]
-        and re.search(r"^\s*(from rlsim\.cli\b|from rlsim import cli\b|import rlsim\.cli\b)", p.read_text(), re.M)
+        if p.relative_to(ROOT / "rlsim").parts[:2] != ("tools", "cli")
+        and re.search(r"^\s*(from rlsim\.tools\.cli\b|from rlsim\.tools import cli\b|import rlsim\.tools\.cli\b)",
+                      p.read_text(), re.M)
     ]
     assert not offenders, offenders

@@ -1,6 +1,6 @@
 """The run-output contract, across every schedule: what each one reports and the invariants it keeps.
 
-Every schedule reports through the run collector only (rlsim/engine/collector.py); these tests hold
+Every schedule reports through the run collector only (rlsim/sim/results/collector.py); these tests hold
 each of them to the same declared columns, GPU-time conservation per pool, one life per sample and
 policy versions that only grow.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsim.engine.collector import STEP_COLUMNS, TIMING_PREFIX
-from rlsim.report.plots import busy_by_pool
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.results.collector import STEP_COLUMNS, TIMING_PREFIX
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.tools.report.plots import busy_by_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +107,7 @@ def test_critical_path_shares_sum_to_one_and_trainer_phases_win_overlaps(run):
 def test_critical_path_share_on_a_hand_made_timeline():
     import pandas as pd
 
-    from rlsim.metrics import critical_path_share
+    from rlsim.sim.results.metrics import critical_path_share
 
     tl = pd.DataFrame({"phase": ["train", "generate", "generate"], "start_s": [0.0, 1.0, 3.0],
                        "end_s": [2.0, 4.0, 3.5]})
@@ -117,7 +117,7 @@ def test_critical_path_share_on_a_hand_made_timeline():
 
 def test_one_step_off_last_step_is_steady_state_not_a_drain():
     """The rollout pool keeps generating the next batch during the last step (no 'drain' counted as idle)."""
-    from rlsim.metrics import clip_to_window
+    from rlsim.sim.results.metrics import clip_to_window
 
     res = simulate(load_scenario(ROOT / CASES["one-step-off"][0], ["steps=3", "warmup_steps=1",
                                                                    "algorithm.prompts_per_step=8"]))
@@ -135,8 +135,8 @@ def test_one_step_off_last_step_is_steady_state_not_a_drain():
 
 def test_the_readme_one_module_schedule_runs_and_keeps_the_contract(monkeypatch):
     """The README's "how to add a schedule" example, verbatim in spirit: phase code only."""
-    import rlsim.schedules as schedules
-    from rlsim.schedules.rl_base import Batch, RLSchedule
+    import rlsim.sim.schedules as schedules
+    from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 
     class MySchedule(RLSchedule):
         def rollout(self, step, timing):

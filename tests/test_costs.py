@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.costs import (
+from rlsim.sim.costs import (
     DecodeCoefficients,
     MemoryBreakdown,
     allgather_time,
@@ -45,10 +45,10 @@ from rlsim.costs import (
     training_flops,
     training_memory_per_gpu,
 )
-from rlsim.costs.engine_kinds import EngineOverheads
-from rlsim.costs.generation import _weight_bytes_read, linear_layers_time
-from rlsim.hardware import HardwareProfile, load_profile
-from rlsim.model_shapes import ModelShape, resolve_preset
+from rlsim.sim.costs.engine_kinds import EngineOverheads
+from rlsim.sim.costs.generation import _weight_bytes_read, linear_layers_time
+from rlsim.sim.hardware import HardwareProfile, load_profile
+from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
 _TEST_SOURCE = "test value (tests/test_costs.py)"
 
@@ -255,8 +255,8 @@ def test_steps_split_returns_the_step_times_it_found(a, slope, fixed, batch, s0,
 @pytest.mark.parametrize("preset,tp", [("llama-2-7b", 1), ("llama-3-70b", 4), ("qwen3-30b-a3b", 2)])
 def test_prefill_cost_is_prefill_time_exactly(preset, tp):
     """An engine's PrefillCost gives prefill_time's value bit for bit (dense, TP, MoE; engine kinds or none)."""
-    from rlsim.costs.engine_kinds import engine_overheads
-    from rlsim.costs.generation import PrefillCost
+    from rlsim.sim.costs.engine_kinds import engine_overheads
+    from rlsim.sim.costs.generation import PrefillCost
 
     model, hw = ModelShape(**resolve_preset(preset)), load_profile("h800")
     for overheads in (None, engine_overheads("sglang-0.4", hw), engine_overheads("vllm-0.3", hw)):
@@ -439,7 +439,7 @@ def test_overlap_hides_comm_when_compute_is_long(a100, llama7b):
 def test_dp_traffic_per_param_by_sharding_and_reduce_dtype(sharding, dtype, expected):
     """Megatron distributed optimizer: reduce-scatter grads (4 or 2 B) + all-gather bf16 params (2 B);
     FSDP: two param all-gathers + the reduce-scatter; an all-reduce of b bytes moves 2b."""
-    from rlsim.scenario.schema import TrainSpec
+    from rlsim.sim.scenario.schema import TrainSpec
 
     assert TrainSpec(sharding=sharding, grad_reduce_dtype=dtype).grad_comm_bytes_per_param == expected
 
@@ -447,7 +447,7 @@ def test_dp_traffic_per_param_by_sharding_and_reduce_dtype(sharding, dtype, expe
 def test_fp32_gradient_reduce_costs_more_when_comm_bound(a100, llama7b):
     import numpy as np
 
-    from rlsim.costs.training import train_pass_time
+    from rlsim.sim.costs.training import train_pass_time
 
     lens = np.full(64, 512)  # little work per rank: the all-reduce over 16 nodes is exposed
     args = (llama7b, a100, lens, 1, 1, 16, 16384, 1, 1)

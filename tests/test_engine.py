@@ -1,4 +1,4 @@
-"""Tests of the SimPy inference engine (rlsim/engine/inference.py).
+"""Tests of the SimPy inference engine (rlsim/sim/engine/inference.py).
 
 The tiny cases use a toy model on hand-built hardware whose numbers make the step times easy:
 
@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlsim.costs.generation import decode_coefficients, prefill_time
-from rlsim.engine.environment import SimEnvironment
-from rlsim.engine.inference import EngineCapacityError, InferenceEngine
-from rlsim.engine.request import Request
-from rlsim.hardware import _NUMERIC_FIELDS, HardwareProfile
-from rlsim.model_shapes import ModelShape
-from rlsim.scenario.schema import EngineSpec
+from rlsim.sim.costs.generation import decode_coefficients, prefill_time
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.engine.inference import EngineCapacityError, InferenceEngine
+from rlsim.sim.engine.request import Request
+from rlsim.sim.hardware import _NUMERIC_FIELDS, HardwareProfile
+from rlsim.sim.model_shapes import ModelShape
+from rlsim.sim.scenario.schema import EngineSpec
 
 _SRC = "test value (tests/test_engine.py)"
 
@@ -807,7 +807,7 @@ def test_more_requests_cost_proportionally_more_events():
 
 
 def test_prefix_cache_evicts_least_recently_used_first_and_spares_keep():
-    from rlsim.engine.prefix_cache import PrefixCache
+    from rlsim.sim.engine.prefix_cache import PrefixCache
 
     cache = PrefixCache()
     for key, tokens in (("a", 10), ("b", 20), ("c", 30)):

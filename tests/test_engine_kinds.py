@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from rlsim.costs.engine_kinds import ENGINE_KINDS, engine_overheads
-from rlsim.costs.generation import decode_step_time
-from rlsim.hardware import load_profile
-from rlsim.model_shapes import ModelShape, resolve_preset
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.costs.engine_kinds import ENGINE_KINDS, engine_overheads
+from rlsim.sim.costs.generation import decode_step_time
+from rlsim.sim.hardware import load_profile
+from rlsim.sim.model_shapes import ModelShape, resolve_preset
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
 
 H100 = load_profile("h100-sxm")
 LLAMA3_8B = ModelShape(**resolve_preset("llama-3-8b"))
@@ -46,8 +46,8 @@ def test_sglang_fit_reproduces_its_batch1_step_with_and_without_cuda_graphs():
 def test_sglang_two_point_fit_is_rerun_from_its_two_published_steps():
     """Llama-3-8B on H100 (7.06 ms) and Qwen2-7B on A30 (19.24 ms), docs/sources.md §9: solving
     floor / eta + c + attention for both gives the kind's weight efficiency and per-step cost."""
-    from rlsim.costs.engine_kinds import SGLANG_STEP_MS, SGLANG_WEIGHT_ETA
-    from rlsim.costs.generation import attention_seconds_per_context_token, linear_layers_time
+    from rlsim.sim.costs.engine_kinds import SGLANG_STEP_MS, SGLANG_WEIGHT_ETA
+    from rlsim.sim.costs.generation import attention_seconds_per_context_token, linear_layers_time
 
     a30 = load_profile("a30")
     qwen2_7b = ModelShape(**resolve_preset("qwen2.5-7b"))
@@ -90,7 +90,7 @@ def test_unknown_kind_is_a_one_line_error(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "rlsim.cli", "validate", "scenarios/quickstart.yaml", "--set",
+    proc = subprocess.run([sys.executable, "-m", "rlsim.tools.cli", "validate", "scenarios/quickstart.yaml", "--set",
                            "roles.rollout.engine.kind=vllm-9"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "roles.rollout.engine.kind" in proc.stderr and "Traceback" not in proc.stderr

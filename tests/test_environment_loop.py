@@ -6,7 +6,7 @@ import pytest
 import simpy
 from simpy.events import Timeout
 
-from rlsim.engine.environment import SimEnvironment
+from rlsim.sim.engine.environment import SimEnvironment
 
 
 def _scenario(env: SimEnvironment, log: list):

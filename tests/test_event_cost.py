@@ -17,14 +17,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.costs.environment import sample_latency
-from rlsim.engine.environment import SimEnvironment
-from rlsim.engine.inference import InferenceEngine
-from rlsim.engine.request import Request
-from rlsim.engine.tools import EnvironmentPool
-from rlsim.scenario.loader import parse_scenario
-from rlsim.scenario.schema import (
-    MAX_TOKENS,
+from rlsim.sim.costs.environment import sample_latency
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.engine.inference import InferenceEngine
+from rlsim.sim.engine.request import Request
+from rlsim.sim.engine.tools import EnvironmentPool
+from rlsim.sim.limits import MAX_TOKENS
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.scenario.schema import (
     EngineSpec,
     EnvPoolSpec,
     FixedLength,
@@ -33,10 +33,10 @@ from rlsim.scenario.schema import (
     UniformLength,
     UniformSeconds,
 )
-from rlsim.schedules.least_loaded import LeastLoaded
-from rlsim.schedules.trajectories import pick_tool
-from rlsim.simulate import simulate
-from rlsim.workload import sample_length, sample_lengths
+from rlsim.sim.schedules.least_loaded import LeastLoaded
+from rlsim.sim.schedules.trajectories import pick_tool
+from rlsim.sim.simulate import simulate
+from rlsim.sim.workload import sample_length, sample_lengths
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTIC = yaml.safe_load((ROOT / "scenarios/agentic/tool-latency-base.yaml").read_text())
@@ -230,9 +230,9 @@ def test_engines_report_every_load_change(monkeypatch, data):
     prefill end, a request's end); a change they failed to report shows as a stale leaf after some event."""
     import importlib
 
-    import rlsim.schedules.fully_async as fully_async
+    import rlsim.sim.schedules.fully_async as fully_async
 
-    simulate_module = importlib.import_module("rlsim.simulate")  # (the package exports a function of that name)
+    simulate_module = importlib.import_module("rlsim.sim.simulate")  # (the package exports a function of that name)
     monkeypatch.setattr(fully_async, "LeastLoaded", CheckedLeastLoaded)
     monkeypatch.setattr(simulate_module, "SimEnvironment", CheckingEnvironment)
     monkeypatch.setattr(CheckedLeastLoaded, "made", [])
@@ -302,7 +302,7 @@ def test_written_out_draws_are_numpys_bit_for_bit(seed, mean, sigma, median, low
 def test_request_engine_fields_are_not_arguments():
     """A stray positional argument once landed in `Request.engine` unnoticed; now it is refused, and so is
     any engine-filled field passed by keyword."""
-    from rlsim.engine.request import Request
+    from rlsim.sim.engine.request import Request
 
     r = Request(1, 10, 5, 100, ("traj", 3))
     assert (r.engine, r.generated, r.version_tokens, r._heap_seq) == (None, 0, {}, -1)
@@ -348,7 +348,7 @@ class StatsEngine:
 def test_engine_stats_table_built_by_columns_is_the_row_table():
     import pandas as pd
 
-    from rlsim.simulate import _engine_stats
+    from rlsim.sim.simulate import _engine_stats
 
     engines = [StatsEngine("e0", ([0, 0.5, 1.25], [0, 2, 1], [0, 22, 13])), StatsEngine("e1", None),
                StatsEngine("e2", ([], [], [])), StatsEngine("e3", ([0.25], [4], [40]))]

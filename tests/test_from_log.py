@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rlsim.calibration.log_fit import _clipped_stats, fit_length_law, simulated_phases
-from rlsim.calibration.logs import LogError, read_log
-from rlsim.cli import app
-from rlsim.paths import shipped_dir
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.tools.calibration.log_fit import _clipped_stats, fit_length_law, simulated_phases
+from rlsim.tools.calibration.logs import LogError, read_log
+from rlsim.tools.cli import app
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 ASYNC = shipped_dir("scenarios") / "async"

@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlsim.cli.common import shipped_scenarios
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import parse_scenario, read_yaml
-from rlsim.simulate import simulate
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import parse_scenario, read_yaml
+from rlsim.sim.simulate import simulate
+from rlsim.tools.cli.common import shipped_scenarios
 
 EXAMPLES = int(os.environ.get("RLSIM_FUZZ_EXAMPLES", "500"))
 RUN_TIMEOUT_S = 20.0  # a shrunk scenario simulates in well under a second

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import yaml
 
-from rlsim.paths import shipped_dir
-from rlsim.reproduce.generation_scaling import AREAL_FITTED_GPUS, areal_scaling_table
+from rlsim.sim.paths import shipped_dir
+from rlsim.tools.reproduce.generation_scaling import AREAL_FITTED_GPUS, areal_scaling_table
 
 SCENARIO = shipped_dir("scenarios") / "async" / "areal-1.5b-generation-scaling.yaml"
 SIGMA = yaml.safe_load(SCENARIO.read_text())["workload"]["response_length"]["sigma"]

@@ -8,10 +8,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import parse_scenario
-from rlsim.schedules.gpu_locks import GpuLocks
-from rlsim.simulate import simulate
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.schedules.gpu_locks import GpuLocks
+from rlsim.sim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,7 +122,7 @@ def test_any_device_mapping_keeps_gpus_exclusive(rollout_gpus, judge_gpus, scori
 
 def test_a_placement_shortcut_decides_the_gpus_itself():
     """`colocate` puts every role on all GPUs: a role's own gpus/gpu_offset do not survive the rewrite."""
-    from rlsim.scenario.placement import resolve_placement
+    from rlsim.sim.scenario.placement import resolve_placement
 
     data = judge_scenario(placement="colocate", judge_scoring="batch")
     placement, problems = resolve_placement(parse_scenario(data, source="t"))

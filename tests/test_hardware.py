@@ -6,7 +6,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from rlsim.hardware import _NUMERIC_FIELDS, HardwareProfile, available_profiles, load_profile, profiles_dir
+from rlsim.sim.hardware import _NUMERIC_FIELDS, HardwareProfile, available_profiles, load_profile, profiles_dir
 
 SHIPPED = ("a100-80gb", "h100-sxm", "h200", "h20", "b200", "mi300x", "l40s", "h800")
 

@@ -10,13 +10,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.costs.generation import decode_coefficients, prefill_time
-from rlsim.costs.resharding import reshard_bytes_per_gpu, reshard_redundant_bytes_per_gpu
-from rlsim.costs.training import update_plan
-from rlsim.model_shapes import ModelShape, resolve_preset
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import parse_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.costs.generation import decode_coefficients, prefill_time
+from rlsim.sim.costs.resharding import reshard_bytes_per_gpu, reshard_redundant_bytes_per_gpu
+from rlsim.sim.costs.training import update_plan
+from rlsim.sim.model_shapes import ModelShape, resolve_preset
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +57,7 @@ def ppo_2gpu(profile: str, **schedule) -> dict:
 def test_two_gpu_colocated_ppo_step_by_hand(toy_profile):
     res = simulate(parse_scenario(ppo_2gpu(toy_profile), source="test"))
     m = ModelShape(**resolve_preset("qwen2.5-0.5b"))
-    from rlsim.hardware import load_profile
+    from rlsim.sim.hardware import load_profile
 
     hw = load_profile(toy_profile)
     peak = 100e12
@@ -238,7 +238,7 @@ def test_colocated_memory_failure_names_the_numbers():
 
 def test_transition_cost_orders_the_methods():
     """F2: 3D-HybridEngine moves the least, naive and the NIC broadcast the most (HybridFlow Table 2)."""
-    from rlsim.reproduce.transitions import complexity_table, transition_table
+    from rlsim.tools.reproduce.transitions import complexity_table, transition_table
 
     tab = transition_table()
     for (_, _), rows in tab.groupby(["model", "gpus"]):
@@ -250,7 +250,7 @@ def test_transition_cost_orders_the_methods():
 
 
 def test_validation_rows_cover_the_published_numbers():
-    from rlsim.reproduce.validation import nim_rows, verl_rows
+    from rlsim.tools.reproduce.validation import nim_rows, verl_rows
 
     nim = nim_rows()
     assert len(nim) == 5 and all(abs(r["simulated"] / r["published"] - 1) < 0.15 for r in nim)
@@ -261,7 +261,7 @@ def test_validation_rows_cover_the_published_numbers():
 
 def test_figures_batch_size_and_generation_tp():
     """F8: bigger rollout batches amortise the tail; F3: under KV pressure a larger TP generates faster."""
-    from rlsim.reproduce.figures import batch_group_table, generation_tp_table
+    from rlsim.tools.reproduce.figures import batch_group_table, generation_tp_table
 
     bg = batch_group_table()
     for _, rows in bg.groupby("samples_per_prompt"):
@@ -277,7 +277,7 @@ def test_generation_tp_finding_fitted_on_7b_predicts_13b():
     """HybridFlow (docs/sources.md §5): t_g=2 cuts 7B generation 60.3% vs t_g=8 (the fit), t_g=4 cuts
     13B 36.4% (a prediction: nothing was fitted to it). Without the per-sequence host overhead of
     vLLM 0.3.1 the cut vanishes: memory-bound decode costs the same per GPU at any t_g."""
-    from rlsim.reproduce.hybridflow_placement import generation_tp_gain
+    from rlsim.tools.reproduce.hybridflow_placement import generation_tp_gain
 
     assert generation_tp_gain("7b", 2) == pytest.approx(0.603, abs=0.01)
     assert generation_tp_gain("13b", 4) == pytest.approx(0.364, rel=0.10)
@@ -286,7 +286,7 @@ def test_generation_tp_finding_fitted_on_7b_predicts_13b():
 
 def test_vllm_03_host_cost_is_the_refit_of_hybridflows_7b_finding():
     """Engine kind vllm-0.3 carries the per-sequence host cost that re-running the fit gives (within 2%)."""
-    from rlsim.costs.engine_kinds import ENGINE_KINDS
-    from rlsim.reproduce.hybridflow_placement import fit_host_overhead
+    from rlsim.sim.costs.engine_kinds import ENGINE_KINDS
+    from rlsim.tools.reproduce.hybridflow_placement import fit_host_overhead
 
     assert fit_host_overhead() == pytest.approx(ENGINE_KINDS["vllm-0.3"].host_per_seq_us, rel=0.02)

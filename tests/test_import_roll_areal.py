@@ -12,11 +12,11 @@ import yaml
 from import_helpers import assert_complete, error_lines, fetch_wheel, refused_in_one_line
 from typer.testing import CliRunner
 
-from rlsim.cli import app
-from rlsim.importers.areal_alloc import parse_allocation
-from rlsim.importers.command import run_import
-from rlsim.importers.roll_layout import parse_device_mapping
-from rlsim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.tools.cli import app
+from rlsim.tools.importers.areal_alloc import parse_allocation
+from rlsim.tools.importers.command import run_import
+from rlsim.tools.importers.roll_layout import parse_device_mapping
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 ROLL_JUDGE = FIXTURES / "roll" / "rlvr" / "rlvr_config.yaml"

@@ -10,14 +10,14 @@ import yaml
 from import_helpers import assert_complete, error_lines, fetch_wheel, refused_in_one_line
 from typer.testing import CliRunner
 
-from rlsim.cli import app
-from rlsim.importers.command import run_import
-from rlsim.importers.common import flatten
-from rlsim.importers.draft import report_lines
-from rlsim.importers.hydra import Composer, Resolver
-from rlsim.importers.shapes import preset_for, shape_from_hf_config
-from rlsim.model_shapes import resolve_preset
-from rlsim.scenario.errors import ScenarioError
+from rlsim.sim.model_shapes import resolve_preset
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.tools.cli import app
+from rlsim.tools.importers.command import run_import
+from rlsim.tools.importers.common import flatten
+from rlsim.tools.importers.draft import report_lines
+from rlsim.tools.importers.hydra import Composer, Resolver
+from rlsim.tools.importers.shapes import preset_for, shape_from_hf_config
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 DUMP = FIXTURES / "verl" / "dapo_run_dump.yaml"

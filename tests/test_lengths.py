@@ -15,17 +15,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import rlsim
-from rlsim.cli import app
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import parse_scenario
-from rlsim.scenario.schema import (
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.scenario.schema import (
     EmpiricalLength,
     FixedLength,
     LognormalLength,
     UniformLength,
     WorkloadSpec,
 )
-from rlsim.workload import (
+from rlsim.sim.workload import (
     LengthSampler,
     max_length,
     max_lengths,
@@ -34,6 +33,7 @@ from rlsim.workload import (
     sample_lognormal,
     stage_at,
 )
+from rlsim.tools.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -55,7 +55,7 @@ def workload(response: dict | None = None, **kw) -> WorkloadSpec:
 
 
 def _old_sample_lengths(dist, n, rng):
-    """rlsim.workload.sample_lengths as it was before the shape options (copied verbatim)."""
+    """rlsim.sim.workload.sample_lengths as it was before the shape options (copied verbatim)."""
     if isinstance(dist, FixedLength):
         return np.full(n, dist.value, dtype=np.int64)
     if isinstance(dist, UniformLength):

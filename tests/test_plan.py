@@ -10,17 +10,17 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rlsim.cli import app
-from rlsim.paths import shipped_dir
-from rlsim.plan import make_plan, parse_space
-from rlsim.plan.candidates import enumerate_candidates
-from rlsim.plan.layouts import allocate, partitions
-from rlsim.plan.report import latest, plan_table
-from rlsim.plan.search import run_search
-from rlsim.reproduce import hybridflow_placement as hf
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import load_scenario
-from rlsim.simulate import simulate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.tools.cli import app
+from rlsim.tools.plan import make_plan, parse_space
+from rlsim.tools.plan.candidates import enumerate_candidates
+from rlsim.tools.plan.layouts import allocate, partitions
+from rlsim.tools.plan.report import latest, plan_table
+from rlsim.tools.plan.search import run_search
+from rlsim.tools.reproduce import hybridflow_placement as hf
 
 SCENARIOS = shipped_dir("scenarios")
 cli = CliRunner()
@@ -151,7 +151,7 @@ def test_areal_75_25_beats_50_50(areal_plan):
     ({"kind": "fully-async", "bogus": 1}, 0),
 ])
 def test_async_head_start_sets_the_warmup(schedule, ahead):
-    from rlsim.plan.steady_state import head_start_batches, steady_state_warmup
+    from rlsim.tools.plan.steady_state import head_start_batches, steady_state_warmup
 
     assert head_start_batches(schedule) == ahead
     assert steady_state_warmup(schedule, 0) == (1 + ahead if ahead else 0)

@@ -30,7 +30,7 @@ def run_in_pty(args: list[str], cwd: Path) -> tuple[int, str]:
     main, child = pty.openpty()
     env = {**os.environ, "RLSIM_PROGRESS_DELAY_S": "0", "TERM": "xterm", "COLUMNS": "100"}
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "rlsim.cli", *args], cwd=cwd, stdin=child, stdout=child,
+    proc = subprocess.Popen([sys.executable, "-m", "rlsim.tools.cli", *args], cwd=cwd, stdin=child, stdout=child,
                             stderr=child, env=env, close_fds=True)
     os.close(child)
     chunks = []
@@ -59,14 +59,14 @@ def test_progress_on_a_terminal_and_none_when_quiet(command, tmp_path):
 
 def test_no_progress_when_piped(tmp_path):
     env = {**os.environ, "RLSIM_PROGRESS_DELAY_S": "0"}
-    res = subprocess.run([sys.executable, "-m", "rlsim.cli", *_commands(tmp_path)["run"]], cwd=tmp_path, env=env,
+    res = subprocess.run([sys.executable, "-m", "rlsim.tools.cli", *_commands(tmp_path)["run"]], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "ETA" not in res.stderr + res.stdout and "\x1b[" not in res.stderr
 
 
 def test_lazy_bar_silent_for_short_work():
-    from rlsim.cli.progress import LazyBar
+    from rlsim.tools.cli.progress import LazyBar
 
     with LazyBar(enabled=True, delay_s=60) as bar:
         bar.begin("x", total=3)
@@ -76,10 +76,10 @@ def test_lazy_bar_silent_for_short_work():
 
 
 def test_progress_callback_reports_every_step():
-    from rlsim.cli.common import load
+    from rlsim.tools.cli.common import load
 
     calls = []
-    from rlsim.simulate import simulate
+    from rlsim.sim.simulate import simulate
 
     scn = load("quickstart", ["steps=2", "algorithm.prompts_per_step=4"])
     simulate(scn, progress=lambda done, total: calls.append((done, total)))

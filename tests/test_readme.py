@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer.main
 
-from rlsim.cli import app
+from rlsim.tools.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -68,7 +68,7 @@ def test_every_readme_command_and_option_exists():
 
 def _written_names() -> set[str]:
     """File names the code writes: plot stems in any format, and every file-name literal in rlsim/."""
-    from rlsim.report.plots import PLOTS
+    from rlsim.tools.report.plots import PLOTS
 
     names = {f"{stem}.{fmt}" for stem, _ in PLOTS.values() for fmt in ("png", "svg", "pdf")}
     for path in (ROOT / "rlsim").rglob("*.py"):
@@ -107,7 +107,7 @@ def _resolves(schema: dict, path: list[str], defs: dict) -> bool:
 
 
 def test_verl_table_paths_exist():
-    from rlsim.scenario.schema import Scenario
+    from rlsim.sim.scenario.schema import Scenario
 
     section = README.split("#### For verl users", 1)[1].split("\n#", 1)[0]
     rows = [r for r in section.splitlines() if r.startswith("| ") and "---" not in r and "verl config key" not in r]

@@ -20,11 +20,11 @@ import pytest
 from test_fuzz import alarm  # tests/ is on sys.path (pytest's default import mode)
 from typer.testing import CliRunner
 
-from rlsim.cli import app
-from rlsim.hardware import load_profile_file
-from rlsim.scenario.errors import ScenarioError
-from rlsim.scenario.loader import load_scenario, parse_scenario, read_yaml
-from rlsim.simulate import simulate
+from rlsim.sim.hardware import load_profile_file
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario, parse_scenario, read_yaml
+from rlsim.sim.simulate import simulate
+from rlsim.tools.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -307,14 +307,14 @@ def test_aliases_and_merge_keys_still_work(tmp_path):
 
 
 def _plan(*grid: str):
-    from rlsim.sweep import plan_sweep
+    from rlsim.tools.sweep import plan_sweep
 
     return plan_sweep(QUICKSTART, grid=list(grid) or ["algorithm.samples_per_prompt=2,4"],
                       sets=["algorithm.prompts_per_step=8", "steps=1"])
 
 
 def test_damaged_records_are_recomputed_not_fatal(tmp_path):
-    from rlsim.sweep import run_sweep
+    from rlsim.tools.sweep import run_sweep
 
     plan = _plan()
     first = run_sweep(plan, tmp_path, backend="serial")
@@ -334,7 +334,7 @@ def test_damaged_records_are_recomputed_not_fatal(tmp_path):
 
 
 def test_two_different_sweeps_cannot_share_a_folder(tmp_path):
-    from rlsim.sweep import SweepError, run_sweep
+    from rlsim.tools.sweep import SweepError, run_sweep
 
     run_sweep(_plan(), tmp_path, backend="serial")
     grown = run_sweep(_plan("algorithm.samples_per_prompt=2,4,8"), tmp_path, backend="serial")  # same sweep, grown
@@ -359,7 +359,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 def test_killing_the_driver_stops_its_workers(tmp_path):
-    cmd = [sys.executable, "-m", "rlsim.cli", "sweep", str(QUICKSTART), "--grid",
+    cmd = [sys.executable, "-m", "rlsim.tools.cli", "sweep", str(QUICKSTART), "--grid",
            "algorithm.samples_per_prompt=4,6,8,10", "--seeds", "10", "--set", "algorithm.prompts_per_step=64",
            "--backend", "local", "--workers", "2", "--out", str(tmp_path), "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -380,9 +380,9 @@ def test_killing_the_driver_stops_its_workers(tmp_path):
 
 def _raise_scenario_error(kind: str) -> None:
     """Run in a pool worker: raise one of the one-line-per-problem errors."""
-    from rlsim.importers.common import ImportProblem
-    from rlsim.scenario.errors import Problem
-    from rlsim.sweep.errors import SweepError
+    from rlsim.sim.scenario.errors import Problem
+    from rlsim.tools.importers.common import ImportProblem
+    from rlsim.tools.sweep.errors import SweepError
 
     if kind == "scenario":
         raise ScenarioError("point.yaml", [Problem("cluster.pools.gen.nodes", "must be >= 1"), Problem("", "x")])

@@ -17,10 +17,12 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from rlsim.cli import app  # noqa: E402
-from rlsim.report.compare import RunSummary, compare_chart, comparison_table, unique_labels  # noqa: E402
-from rlsim.report.output import CONTRACT_FILES, load_run, summary_rows, write_results  # noqa: E402
-from rlsim.report.plots import (  # noqa: E402
+from rlsim.sim.scenario.loader import parse_scenario  # noqa: E402
+from rlsim.sim.simulate import SAMPLE_COLUMNS, simulate  # noqa: E402
+from rlsim.tools.cli import app  # noqa: E402
+from rlsim.tools.report.compare import RunSummary, compare_chart, comparison_table, unique_labels  # noqa: E402
+from rlsim.tools.report.output import CONTRACT_FILES, load_run, summary_rows, write_results  # noqa: E402
+from rlsim.tools.report.plots import (  # noqa: E402
     PLOTS,
     RunTables,
     busy_by_pool,
@@ -33,9 +35,7 @@ from rlsim.report.plots import (  # noqa: E402
     staleness_hist,
     step_breakdown,
 )
-from rlsim.report.trace import chrome_trace, to_chrome_trace  # noqa: E402
-from rlsim.scenario.loader import parse_scenario  # noqa: E402
-from rlsim.simulate import SAMPLE_COLUMNS, simulate  # noqa: E402
+from rlsim.tools.report.trace import chrome_trace, to_chrome_trace  # noqa: E402
 
 TINY: dict[str, Any] = {
     "name": "tiny-golden",
@@ -381,7 +381,7 @@ def test_plots_handle_empty_tables():
 
 
 def test_every_plot_kind_renders(result, tmp_path):
-    from rlsim.report.plots import save_plots
+    from rlsim.tools.report.plots import save_plots
 
     paths = save_plots(RunTables.from_result(result), tmp_path, fmt="svg")
     assert len(paths) == len(PLOTS) and all(p.stat().st_size > 0 for p in paths)
@@ -469,7 +469,7 @@ def test_step_breakdown_stacks_only_phases_that_add_up_to_the_step():
     """Overlapping phase timers (asynchronous schedules) are drawn side by side, never as a taller stack."""
     import pandas as pd
 
-    from rlsim.report.plots import step_breakdown
+    from rlsim.tools.report.plots import step_breakdown
 
     base = {"step": [0, 1], "warmup": [False, False], "timing_s/step": [10.0, 10.0]}
     serial = pd.DataFrame(base | {"timing_s/gen": [6.0, 6.0], "timing_s/update_actor": [4.0, 4.0]})
@@ -484,7 +484,7 @@ def test_a_calibrated_run_carries_its_band_into_summary_and_compare(tmp_path):
     """Issue 13: the calibration's ± band reaches every predicted figure: summary.json, the compare table."""
     from typer.testing import CliRunner
 
-    from rlsim.cli import app
+    from rlsim.tools.cli import app
 
     overlay = tmp_path / "cal.yaml"
     overlay.write_text('calibration:\n  fitted_from: "a test log"\n  band_pct: 5.0\n')
@@ -501,7 +501,7 @@ def test_a_calibrated_run_carries_its_band_into_summary_and_compare(tmp_path):
 
 def test_idle_share_reads_rounding_as_zero_but_keeps_an_overcount():
     """A pool busy the whole window sums to its capacity only up to rounding: that reads 0, never -0%."""
-    from rlsim.metrics import _idle_share
+    from rlsim.sim.results.metrics import _idle_share
 
     assert _idle_share(2.4000000000000004, 2.4) == 0.0  # 1 - 1.0000000000000002
     assert _idle_share(1.2, 2.4) == 0.5

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlsim.engine.environment import SimEnvironment
-from rlsim.scenario.loader import parse_scenario
-from rlsim.schedules import build_schedule
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.schedules import build_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = yaml.safe_load((ROOT / "scenarios/roll/rlvr-qwen2.5-7b-async.yaml").read_text())

@@ -14,9 +14,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.hardware import available_profiles, load_profile, profiles_dir
-from rlsim.model_shapes import preset_names
-from rlsim.scenario import (
+from rlsim.sim.hardware import available_profiles, load_profile, profiles_dir
+from rlsim.sim.model_shapes import preset_names
+from rlsim.sim.scenario import (
     Problem,
     Scenario,
     ScenarioError,
@@ -26,7 +26,7 @@ from rlsim.scenario import (
     load_scenario,
     parse_scenario,
 )
-from rlsim.scenario.schema import ModelSpec
+from rlsim.sim.scenario.schema import ModelSpec
 
 SRC = "scenario.yaml"
 
@@ -386,7 +386,7 @@ def test_kv_cache_must_hold_one_sequence(base):
 
 
 def test_training_and_forward_roles_must_fit(base):
-    from rlsim.costs.memory import forward_memory_per_gpu, training_memory_per_gpu
+    from rlsim.sim.costs.memory import forward_memory_per_gpu, training_memory_per_gpu
 
     base["models"]["big"] = {"preset": "llama-2-70b"}
     base["roles"]["actor"] = {"pool": "gen", "model": "big", "gpus": 8, "parallel": {"tp": 8}}

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from rlsim.cli import app
-from rlsim.scenario.loader import load_scenario
-from rlsim.sensitivity import _yaml_number, default_inputs, parse_vary, prepare, run_sensitivity
-from rlsim.simulate import simulate
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.tools.cli import app
+from rlsim.tools.sensitivity import _yaml_number, default_inputs, parse_vary, prepare, run_sensitivity
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -43,7 +43,7 @@ def test_profile_override_is_applied_marked_and_cached():
 
 
 def test_profile_override_round_trips_through_the_resolved_dump():
-    from rlsim.scenario.loader import dump_scenario, parse_scenario
+    from rlsim.sim.scenario.loader import dump_scenario, parse_scenario
 
     scn = load_scenario(QUICKSTART, [f"{OVR}.decode_eta_mem=0.5"])
     again = parse_scenario(yaml.safe_load(dump_scenario(scn)))

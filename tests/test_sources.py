@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsim.hardware import available_profiles, load_profile
+from rlsim.sim.hardware import available_profiles, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "docs" / "sources.md"

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from matplotlib.figure import Figure
 from typer.testing import CliRunner
 
-from rlsim.cli import app
-from rlsim.sweep import (
+from rlsim.tools.cli import app
+from rlsim.tools.sweep import (
     SweepError,
     derive_seeds,
     load_results,
@@ -32,9 +32,9 @@ from rlsim.sweep import (
     run_point,
     run_sweep,
 )
-from rlsim.sweep.grid import combinations, format_value, parse_axis, split_values
-from rlsim.sweep.runner import PointTask, flatten_summary, tasks_for
-from rlsim.sweep.store import ResultStore
+from rlsim.tools.sweep.grid import combinations, format_value, parse_axis, split_values
+from rlsim.tools.sweep.runner import PointTask, flatten_summary, tasks_for
+from rlsim.tools.sweep.store import ResultStore
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -335,7 +335,7 @@ def test_failing_points_are_isolated_reported_and_retried(tmp_path, monkeypatch)
     def broken(scenario, seed=None):
         raise ValueError("no engine fits")
 
-    monkeypatch.setattr(sys.modules["rlsim.simulate"], "simulate", broken)
+    monkeypatch.setattr(sys.modules["rlsim.sim.simulate"], "simulate", broken)
     record = run_point(tasks_for(plan)[0])
     assert record["error"] == "ValueError: no engine fits" and "Traceback" in record["traceback"]
     monkeypatch.undo()
@@ -385,7 +385,7 @@ def _start_sweep(out: Path, backend: str) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
-        "rlsim.cli",
+        "rlsim.tools.cli",
         "sweep",
         str(QUICKSTART),
         *LONG_SWEEP,

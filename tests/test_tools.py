@@ -1,4 +1,4 @@
-"""Tests of environment pools and tool calls (rlsim/engine/tools.py, rlsim/costs/environment.py).
+"""Tests of environment pools and tool calls (rlsim/sim/engine/tools.py, rlsim/sim/costs/environment.py).
 
 Exact traces use fixed latencies so every time can be written out by hand; the properties run random
 pools, tools and arrival patterns and check the invariants after every SimPy event (Ciw style).
@@ -14,10 +14,10 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlsim.costs.environment import attempt_outcome, backoff_delay, sample_latency, worst_case_call_s
-from rlsim.engine.environment import SimEnvironment
-from rlsim.engine.tools import EnvironmentPool, ToolResult, ToolRunner
-from rlsim.scenario.schema import (
+from rlsim.sim.costs.environment import attempt_outcome, backoff_delay, sample_latency, worst_case_call_s
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.engine.tools import EnvironmentPool, ToolResult, ToolRunner
+from rlsim.sim.scenario.schema import (
     EmpiricalSeconds,
     EnvironmentsSpec,
     EnvPoolSpec,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlsim.reproduce.validation import TARGET_PCT, validation_tables
+from rlsim.tools.reproduce.validation import TARGET_PCT, validation_tables
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rlsim.scenario.loader import load_scenario
-from rlsim.schedules.fully_async import FullyAsyncSchedule
-from rlsim.simulate import SimulationStalled, simulate
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
+from rlsim.sim.simulate import SimulationStalled, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ def test_a_rollout_that_never_admits_a_group_is_stopped_with_a_reason(monkeypatc
 
 def test_a_stall_after_progress_is_bounded_by_the_longest_step(monkeypatch):
     """Two steps run, then admission stops: stopped within STALL_STEPS x the longest step."""
-    from rlsim.schedules.base import STALL_STEPS
+    from rlsim.sim.schedules.base import STALL_STEPS
 
     real = FullyAsyncSchedule.capacity
 
@@ -43,7 +43,7 @@ def test_a_stall_after_progress_is_bounded_by_the_longest_step(monkeypatch):
 def test_the_cli_reports_a_stalled_run_in_one_line(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from rlsim.cli import app
+    from rlsim.tools.cli import app
 
     monkeypatch.setattr(FullyAsyncSchedule, "capacity", lambda self: 0)
     res = CliRunner().invoke(app, ["run", str(ROOT / "scenarios/async/areal-1.5b-h800.yaml"), "--set", "steps=1",

@@ -1,5 +1,0 @@
-"""`python -m rlsim.cli ...` is `rlsim ...`."""
-
-from rlsim.cli import main
-
-main()

@@ -1,0 +1,78 @@
+"""Cost models: pure functions of (model shape, hardware profile, parallelism, work) -> seconds or bytes."""
+
+from rlsim.sim.costs.collectives import (
+    allgather_time,
+    allreduce_time,
+    broadcast_time,
+    p2p_time,
+    ring_bandwidth_bytes_per_s,
+)
+from rlsim.sim.costs.generation import (
+    DecodeCoefficients,
+    decode_coefficients,
+    decode_step_time,
+    prefill_time,
+    serving_itl,
+    tp_allreduce_time,
+)
+from rlsim.sim.costs.memory import (
+    MemoryBreakdown,
+    engine_memory_per_gpu,
+    engine_weight_bytes_per_gpu,
+    forward_memory_per_gpu,
+    kv_capacity_tokens,
+    training_activation_bytes,
+    training_memory_per_gpu,
+)
+from rlsim.sim.costs.offload import offload_bytes_per_gpu, offload_time, onload_time, pcie_transfer_time
+from rlsim.sim.costs.training import (
+    TrainBreakdown,
+    exposed_grad_comm,
+    forward_flops,
+    forward_pass_time,
+    forward_time,
+    forward_time_breakdown,
+    grad_allreduce_time,
+    pipeline_bubble_factor,
+    train_pass_time,
+    train_time,
+    train_time_breakdown,
+    training_flops,
+)
+
+__all__ = [
+    "DecodeCoefficients",
+    "MemoryBreakdown",
+    "TrainBreakdown",
+    "allgather_time",
+    "allreduce_time",
+    "broadcast_time",
+    "decode_coefficients",
+    "decode_step_time",
+    "engine_memory_per_gpu",
+    "engine_weight_bytes_per_gpu",
+    "exposed_grad_comm",
+    "forward_flops",
+    "forward_memory_per_gpu",
+    "forward_pass_time",
+    "forward_time",
+    "forward_time_breakdown",
+    "grad_allreduce_time",
+    "kv_capacity_tokens",
+    "offload_bytes_per_gpu",
+    "offload_time",
+    "onload_time",
+    "p2p_time",
+    "pcie_transfer_time",
+    "pipeline_bubble_factor",
+    "prefill_time",
+    "ring_bandwidth_bytes_per_s",
+    "serving_itl",
+    "tp_allreduce_time",
+    "train_pass_time",
+    "train_time",
+    "train_time_breakdown",
+    "training_activation_bytes",
+    "training_flops",
+    "training_memory_per_gpu",
+]

@@ -1,0 +1,43 @@
+"""NCCL ring collectives: bandwidth term plus a per-hop latency term alpha (docs/sources.md, Design notes: Cost models).
+
+A group that fits inside one node talks over NVLink (PCIe where a GPU has none); a group that spans
+nodes is limited by the per-GPU NIC bandwidth, the slowest link of the ring.
+"""
+
+from __future__ import annotations
+
+from rlsim.sim.hardware import HardwareProfile
+
+
+def ring_bandwidth_bytes_per_s(hw: HardwareProfile, group_size: int, gpus_per_node: int) -> float:
+    """Per-GPU bandwidth of the slowest link in a ring of `group_size` GPUs packed onto nodes."""
+    if group_size <= gpus_per_node:
+        return hw.intra_node_bytes_per_s()
+    return hw.nic_bytes_per_s
+
+
+def allreduce_time(size_bytes: float, n: int, bandwidth: float, latency_s: float) -> float:
+    """Ring all-reduce: each GPU sends and receives 2(n-1)/n of the buffer in 2(n-1) hops."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    return size_bytes / bandwidth * 2 * (n - 1) / n + 2 * (n - 1) * latency_s
+
+
+def allgather_time(size_bytes: float, n: int, bandwidth: float, latency_s: float) -> float:
+    """Ring all-gather (or reduce-scatter) of a `size_bytes` result: (n-1)/n of it crosses each link."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    return size_bytes / bandwidth * (n - 1) / n + (n - 1) * latency_s
+
+
+def broadcast_time(size_bytes: float, n: int, bandwidth: float, latency_s: float) -> float:
+    """Pipelined (chunked) ring broadcast: about one full buffer time, plus a hop latency per receiver."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    return size_bytes / bandwidth + (n - 1) * latency_s
+
+
+def p2p_time(size_bytes: float, bandwidth: float, latency_s: float) -> float:
+    if size_bytes <= 0:
+        return 0.0
+    return size_bytes / bandwidth + latency_s

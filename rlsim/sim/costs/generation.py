@@ -1,0 +1,274 @@
+"""Generation costs: decode steps and prefill, as measured engines behave. Pure functions; the
+inference engine only calls these.
+
+A decode step is the sum of what a real engine runs one after another (docs/sources.md §2, §9):
+- the linear layers: a smooth roofline sqrt(weights_read^2 + gemm_compute^2) of the weight read
+  (HBM) and the GEMM work (2 N B FLOPs). It is flat in batch while the weight read dominates and
+  bends up past ~128 tokens, as Vidur's and Frontier's per-operator profiles show (a flat
+  max(compute, memory) is 25-35% low at 128-256 tokens);
+- attention reading every running sequence's KV (or its FLOPs where those dominate): linear in the
+  total context S;
+- 2 x layers tensor-parallel all-reduces, each a latency plus its bytes;
+- the engine's fixed per-step cost and its host work per running sequence (`engine_kinds`).
+
+For a fixed batch B the step is affine in S, t = a(B) + b*S, and S grows by B per step, so the time
+of n steps and the number of steps within a budget are closed forms: the engine schedules one event
+per batch change, never one per token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.costs.engine_kinds import EngineOverheads, generic_overheads
+from rlsim.sim.hardware import HardwareProfile
+from rlsim.sim.model_shapes import ModelShape
+
+
+@dataclass(frozen=True)
+class DecodeCoefficients:
+    """Step time t(S) = intercept + slope*S + fixed for a fixed batch, S = total running context.
+
+    `intercept` is the GPU work independent of context (linear layers, TP all-reduces), `fixed` the
+    engine's per-step and per-sequence overheads (kept apart: chunked prefill shares a step's fixed
+    cost with the decode it rides on).
+    """
+
+    intercept: float
+    slope: float
+    fixed: float
+    batch: int
+
+    def step_time(self, total_context: float) -> float:
+        return self.intercept + self.slope * total_context + self.fixed
+
+    def steps_time(self, s0: float, n: int) -> float:
+        """Time of n consecutive steps starting at total context s0 (context grows by `batch` per step)."""
+        if n <= 0:
+            return 0.0
+        return n * (self.intercept + self.fixed + self.slope * s0) + self.slope * self.batch * n * (n - 1) / 2.0
+
+    def steps_within(self, s0: float, budget: float, n_max: int) -> int:
+        """Largest n <= n_max whose steps fit in `budget` seconds (closed form, then an exact nudge)."""
+        return self.steps_split(s0, budget, n_max)[0]
+
+    def steps_split(
+        self, s0: float, budget: float, n_max: int, t_max: float | None = None
+    ) -> tuple[int, float, float | None]:
+        """(n, steps_time(s0, n), steps_time(s0, n + 1) or None if n == n_max) for n = steps_within(...).
+
+        An engine cutting a segment short needs all three (the steps done, and when the step in flight
+        ends); the nudge below has already worked them out, so they come back with n. `t_max` is
+        steps_time(s0, n_max) if the caller has it (the segment's planned length).
+        """
+        if budget <= 0 or n_max <= 0:
+            return 0, 0.0, (None if n_max <= 0 else self.steps_time(s0, 1))
+        if t_max is None:
+            t_max = self.steps_time(s0, n_max)
+        if t_max <= budget:
+            return n_max, t_max, None
+        first = self.intercept + self.fixed + self.slope * s0
+        g = self.slope * self.batch
+        if g > 0:  # g/2 n^2 + (first - g/2) n - budget = 0
+            b = first - g / 2.0
+            n = int((-b + math.sqrt(b * b + 2.0 * g * budget)) / g)
+        else:
+            n = int(budget / first) if first > 0 else n_max
+        n = 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
+        # steps_time(s0, k) is k * first + g * k * (k - 1) / 2.0, operation for operation (so bit for bit)
+        t_n = n * first + g * n * (n - 1) / 2.0
+        while n > 0 and t_n > budget:
+            n -= 1
+            t_n = n * first + g * n * (n - 1) / 2.0
+        while n < n_max:
+            t_next = (n + 1) * first + g * (n + 1) * n / 2.0
+            if t_next > budget:
+                return n, t_n, t_next
+            n, t_n = n + 1, t_next
+        return n, t_n, None
+
+
+def _weight_bytes_read(model: ModelShape, batch: int) -> float:
+    """Weights streamed per step: an MoE step reads only the experts its tokens touch."""
+    if not model.num_experts:
+        return model.weight_bytes_total
+    e, k = model.num_experts, model.experts_per_token
+    touched = 1.0 - (1.0 - k / e) ** max(batch, 1)
+    expert_params = model.layers * 3 * model.hidden * model.ffn * e
+    return (model.params - expert_params * (1.0 - touched)) * model.weight_bytes
+
+
+def tp_allreduce_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    tokens: int,
+    gpus_per_node: int = 8,
+    latency_s: float | None = None,
+) -> float:
+    """Two activation all-reduces per layer (attention out, MLP out) of tokens x hidden elements.
+
+    `latency_s` is one all-reduce's fixed latency (an engine's custom one-shot all-reduce, or NCCL's
+    small-message latency); None keeps the ring form, 2(tp-1) hops of the profile's latency. At decode
+    sizes (a few KB) the latency is nearly all of it. TP beyond one node runs over the NICs.
+    """
+    if tp <= 1:
+        return 0.0
+    size = tokens * model.hidden * 2.0  # activations stay bf16 even with fp8 weights
+    bw = ring_bandwidth_bytes_per_s(hw, tp, gpus_per_node)
+    if latency_s is None:
+        one = allreduce_time(size, tp, bw, hw.collective_latency_s)
+    else:
+        one = allreduce_time(size, tp, bw, 0.0) + latency_s
+    return 2 * model.layers * one
+
+
+def linear_layers_time(
+    model: ModelShape, hw: HardwareProfile, tp: int, tokens: int, eta_mem: float | None = None
+) -> float:
+    """The linear layers of one step over `tokens` tokens: a smooth roofline of weight read and GEMMs.
+
+    sqrt(read^2 + compute^2) matches Vidur's Llama-3-8B/A100 operator profile within 4% at 1, 128,
+    256 and 2048 tokens and Frontier's Llama-2-7B/H800 profile (7.1 -> 7.6 ms from 1 to 128 tokens),
+    where max(read, compute) is 26% low at 128 tokens (docs/sources.md §2, §9). `eta_mem` is the
+    engine's weight-streaming efficiency (an engine kind's); default the profile's `decode_eta_mem`.
+    """
+    read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
+    compute = 2.0 * model.active_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
+    return math.hypot(read, compute)
+
+
+def attention_seconds_per_context_token(
+    model: ModelShape, hw: HardwareProfile, tp: int, eta_mem: float | None = None
+) -> float:
+    """Decode attention per token of running context: its KV read, or its FLOPs where those dominate.
+
+    `eta_mem` is the attention kernel's HBM efficiency (an engine property); default the profile's.
+    """
+    kv = model.kv_bytes_per_token / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
+    flops = 4.0 * model.layers * model.heads * model.d_head / (
+        hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
+    )
+    return max(kv, flops)
+
+
+def decode_coefficients(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    batch: int,
+    host_per_seq_s: float = 0.0,
+    overheads: EngineOverheads | None = None,
+) -> DecodeCoefficients:
+    """Coefficients of the decode step time for `batch` running sequences on a `tp`-GPU engine.
+
+    `overheads` are the engine's per-step costs (`engine_kinds.engine_overheads`); without them the
+    hardware profile's calibrated per-step cost and `host_per_seq_s` apply (DistServe's c*B term,
+    docs/sources.md §2: host work per running sequence that the engine does not hide behind the GPU).
+    """
+    o = overheads if overheads is not None else generic_overheads(hw, host_per_seq_s)
+    return DecodeCoefficients(
+        intercept=linear_layers_time(model, hw, tp, batch, o.weight_eta_mem)
+        + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
+        slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
+        fixed=o.step_s + o.host_per_seq_s * batch,
+        batch=batch,
+    )
+
+
+def decode_step_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    batch: int,
+    total_context: float,
+    host_per_seq_s: float = 0.0,
+    overheads: EngineOverheads | None = None,
+) -> float:
+    """One decode step: linear layers + attention over the context + TP all-reduces + engine overheads."""
+    return decode_coefficients(model, hw, tp, batch, host_per_seq_s, overheads).step_time(total_context)
+
+
+def prefill_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    new_tokens: float,
+    new_tokens_sq: float | None = None,
+    cached_cross: float = 0.0,
+    overheads: EngineOverheads | None = None,
+) -> float:
+    """One prefill iteration over `new_tokens` prompt tokens.
+
+    Causal attention costs 2*L*q_dim*T^2 per sequence of T new tokens (`new_tokens_sq` = sum of T_i^2,
+    default a single sequence) plus 4*L*q_dim*T*P for new tokens attending a cached prefix of P
+    (`cached_cross` = sum of T_i * P_i). Weights are streamed once per iteration, so tiny prefills are
+    memory bound; the engine's fixed step cost and the TP all-reduces are paid once.
+    """
+    if new_tokens <= 0:
+        return 0.0
+    sq = new_tokens**2 if new_tokens_sq is None else new_tokens_sq
+    return PrefillCost(model, hw, tp, overheads).time(new_tokens, sq, cached_cross)
+
+
+class PrefillCost:
+    """`prefill_time` for one engine (model, GPU, tp, engine kind), with what does not depend on the batch
+    worked out once: an engine prefills once per admission round, and an agentic run has one per turn.
+
+    Its `time` gives exactly `prefill_time`'s value (the same products, in the same order).
+    """
+
+    __slots__ = ("_model", "_hw", "_tp", "_latency_s", "_step_s", "_flops_per_token", "_flops_per_sq",
+                 "_compute_rate", "_memory_rate", "_dense_memory")
+
+    def __init__(self, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads | None = None):
+        o = overheads if overheads is not None else generic_overheads(hw)
+        self._model, self._hw, self._tp = model, hw, tp
+        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s
+        self._flops_per_token = 2.0 * model.active_params
+        self._flops_per_sq = 2.0 * model.layers * (model.heads * model.d_head)
+        self._compute_rate = hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute
+        self._memory_rate = hw.hbm_bytes_per_s * tp * hw.decode_eta_mem
+        # A dense model streams all its weights whatever the batch (an MoE only the experts it touches).
+        self._dense_memory = None if model.num_experts else _weight_bytes_read(model, 1) / self._memory_rate
+
+    def time(self, new_tokens: float, new_tokens_sq: float, cached_cross: float = 0.0) -> float:
+        """One iteration over `new_tokens` new tokens (sum of squares `new_tokens_sq`, cross term as above).
+
+        A named method rather than `__call__`: calling an instance goes through C and a fresh interpreter
+        frame, a method call does not (an engine calls this once per admission round)."""
+        if new_tokens <= 0:
+            return 0.0
+        flops = self._flops_per_token * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
+        compute = flops / self._compute_rate
+        memory = self._dense_memory
+        if memory is None:
+            memory = _weight_bytes_read(self._model, int(new_tokens)) / self._memory_rate
+        tp = self._tp
+        comm = 0.0 if tp <= 1 else tp_allreduce_time(self._model, self._hw, tp, int(new_tokens),
+                                                     latency_s=self._latency_s)
+        return (memory if memory > compute else compute) + self._step_s + comm  # max(), without the builtin
+
+
+def serving_itl(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    overheads: EngineOverheads | None = None,
+) -> float:
+    """Steady-state inter-token latency of a serving benchmark at fixed concurrency.
+
+    Every request in flight finishes once per `output_tokens` decode steps and is replaced by a new
+    one whose prefill stalls the batch, so a request sees (concurrency-1)/output_tokens foreign
+    prefills per token on top of the decode step (mean context prompt + output/2). This is how a
+    measured ITL curve such as NIM's (docs/sources.md §2) maps onto the decode/prefill costs.
+    """
+    ctx = concurrency * (prompt_tokens + output_tokens / 2.0)
+    step = decode_step_time(model, hw, tp, concurrency, ctx, overheads=overheads)
+    stall = (concurrency - 1) / output_tokens * prefill_time(model, hw, tp, prompt_tokens, overheads=overheads)
+    return step + stall

@@ -1,0 +1,94 @@
+"""Host offload / onload of training state over PCIe, paid at each colocated train <-> generate switch
+(docs/sources.md, Design notes: Cost models, hybrid engine).
+
+Every GPU has its own PCIe link to the host, so the time is the bytes one GPU holds divided by one
+link's bandwidth; all GPUs move their shards in parallel.
+"""
+
+from __future__ import annotations
+
+from rlsim.sim.costs.memory import PARAM_BYTES_TRAIN
+from rlsim.sim.hardware import HardwareProfile
+from rlsim.sim.model_shapes import ModelShape
+
+OPTIMIZER_BYTES_PER_PARAM = 12.0  # Adam fp32 master + m + v (docs/sources.md §3 "Memory")
+
+
+def pcie_transfer_time(size_bytes: float, hw: HardwareProfile) -> float:
+    """Seconds to move `size_bytes` between one GPU and host memory."""
+    if size_bytes <= 0:
+        return 0.0
+    return size_bytes / hw.pcie_bytes_per_s
+
+
+def offload_bytes_per_gpu(
+    model: ModelShape,
+    tp: int,
+    pp: int,
+    dp: int,
+    *,
+    params: bool = True,
+    grads: bool = False,
+    optimizer: bool = True,
+    shard_optimizer: bool = True,
+    shard_params: bool = False,
+    shard_grads: bool = True,
+    grad_bytes: float = 4.0,
+) -> float:
+    """Training-state bytes one GPU moves to (or from) the host; same layout as training memory."""
+    n_model = model.params / (tp * pp)
+    total = 0.0
+    if params:
+        total += PARAM_BYTES_TRAIN * n_model / (dp if shard_params else 1)
+    if grads:
+        total += grad_bytes * n_model / (dp if shard_grads else 1)
+    if optimizer:
+        total += OPTIMIZER_BYTES_PER_PARAM * n_model / (dp if shard_optimizer else 1)
+    return total
+
+
+def offload_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    pp: int,
+    dp: int,
+    *,
+    params: bool = True,
+    grads: bool = False,
+    optimizer: bool = True,
+    shard_optimizer: bool = True,
+    shard_params: bool = False,
+    shard_grads: bool = True,
+    grad_bytes: float = 4.0,
+) -> float:
+    """Seconds to move the selected training state of each GPU to host memory over its PCIe link."""
+    size = offload_bytes_per_gpu(
+        model, tp, pp, dp, params=params, grads=grads, optimizer=optimizer,
+        shard_optimizer=shard_optimizer, shard_params=shard_params, shard_grads=shard_grads,
+        grad_bytes=grad_bytes,
+    )
+    return pcie_transfer_time(size, hw)
+
+
+def onload_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    pp: int,
+    dp: int,
+    *,
+    params: bool = True,
+    grads: bool = False,
+    optimizer: bool = True,
+    shard_optimizer: bool = True,
+    shard_params: bool = False,
+    shard_grads: bool = True,
+    grad_bytes: float = 4.0,
+) -> float:
+    """Seconds to bring the same state back: PCIe is symmetric, so the same volume and time."""
+    return offload_time(
+        model, hw, tp, pp, dp, params=params, grads=grads, optimizer=optimizer,
+        shard_optimizer=shard_optimizer, shard_params=shard_params, shard_grads=shard_grads,
+        grad_bytes=grad_bytes,
+    )

@@ -1,0 +1,308 @@
+"""Training and forward-only pass times: the one training-cost API of the simulator and of calibration.
+
+(docs/sources.md, Design notes: Cost models; docs/sources.md §3.) Time = model FLOPs / (GPUs x peak x
+MFU), stretched by the 1F1B pipeline bubble, plus whatever part of the data-parallel gradient
+all-reduce is not hidden behind the backward pass (`exposed_grad_comm`, the overlap rule written once).
+Tensor-parallel communication inside a layer is not modelled separately: the measured MFU absorbs it.
+
+Two levels: `train_time` / `forward_time` price a pass over evenly spread tokens; `train_pass_time` /
+`forward_pass_time` price a batch of sequences the way the simulator runs it. A pass over a batch is as
+slow as its slowest data-parallel rank, so how sequences are dealt to ranks matters (verl's
+`balance_batch` equalises tokens per rank; without it ranks take contiguous chunks). Within a rank,
+dynamic batching packs sequences into micro-batches of at most `ppo_max_token_len_per_gpu` tokens;
+their number sets the pipeline bubble.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.hardware import HardwareProfile
+from rlsim.sim.model_shapes import ModelShape
+
+# Backward is two of the three matmul passes (activation grads + weight grads) per forward one.
+BACKWARD_FRACTION = 2.0 / 3.0
+# Adam step per parameter: read bf16 param, fp32 grad, master, m, v (18 B); write param, master, m, v (14 B).
+ADAM_STEP_BYTES_PER_PARAM = 32.0
+
+
+def training_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
+    """6N per token plus causal attention 6*L*q_dim*sum(s^2) (forward + backward), as verl counts it.
+
+    N is the active parameter count: an MoE token only multiplies through its routed experts. The
+    attention term is the causal count: QK^T and PV are 4*q_dim*s^2 per layer in forward, halved by
+    the causal mask that FlashAttention skips block by block, and tripled for backward. verl 0.9.1's
+    `flops_counter._estimate_qwen2_flops` uses this 6*s^2 form (its older releases used 12, the
+    unmasked count, which overstates a long-sequence pass by up to ~25%: docs/sources.md §3).
+    """
+    q_dim = model.heads * model.d_head
+    return 6.0 * model.active_params * tokens + 6.0 * model.layers * q_dim * seq_len_sq_sum
+
+
+def forward_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
+    """A forward pass is a third of training: 2N per token + 4*L*q_dim*sum(s^2)."""
+    return training_flops(model, tokens, seq_len_sq_sum) / 3.0
+
+
+def pipeline_bubble_factor(pp: int, micro_batches: int) -> float:
+    """1F1B pipeline: m micro-batches take (m + pp - 1) slots of one micro-batch each."""
+    if pp < 1 or micro_batches < 1:
+        raise ValueError(f"pp ({pp}) and micro_batches ({micro_batches}) must be >= 1")
+    return (micro_batches + pp - 1) / micro_batches
+
+
+def _data_parallel(gpus: int, tp: int, pp: int) -> int:
+    if tp < 1 or pp < 1 or gpus < tp * pp or gpus % (tp * pp):
+        raise ValueError(f"{gpus} GPUs cannot be split into tp={tp} x pp={pp} model-parallel groups")
+    return gpus // (tp * pp)
+
+
+def grad_allreduce_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    tp: int,
+    pp: int,
+    dp: int,
+    gpus_per_node: int,
+    grad_bytes: float = 2.0,
+) -> float:
+    """Ring all-reduce of each rank's gradient shard (grad_bytes*N/(tp*pp)) across its dp peers.
+
+    The dp group is strided by tp*pp, so it leaves the node (and drops to NIC bandwidth) as soon as
+    the whole tp*pp*dp job does. N counts every expert: all of them have gradients.
+    """
+    size = grad_bytes * model.params / (tp * pp)
+    bw = ring_bandwidth_bytes_per_s(hw, tp * pp * dp, gpus_per_node)
+    return allreduce_time(size, dp, bw, hw.collective_latency_s)
+
+
+def exposed_grad_comm(comm: float, compute: float, overlap_grad_reduce: bool) -> float:
+    """The gradient all-reduce time left after hiding it behind backward (2/3 of compute, bubble excluded).
+
+    With overlap, gradient buckets are reduced while backward still runs; without, all of it is exposed.
+    """
+    return max(0.0, comm - BACKWARD_FRACTION * compute) if overlap_grad_reduce else comm
+
+
+def _busy(flops: float, hw: HardwareProfile, gpus: int, mfu: float, pp: int, micro_batches: int) -> tuple[float, float]:
+    """(compute, pipeline bubble) seconds of `flops` on `gpus` GPUs at efficiency `mfu`."""
+    compute = flops / (gpus * hw.peak_flops * mfu)
+    return compute, compute * (pipeline_bubble_factor(pp, micro_batches) - 1.0)
+
+
+@dataclass(frozen=True)
+class TrainBreakdown:
+    """Seconds of one training (or forward-only) pass over a batch, by cause."""
+
+    compute: float  # busy time: FLOPs / (gpus x peak x MFU)
+    bubble: float  # idle pipeline slots added by 1F1B
+    grad_comm: float  # full gradient all-reduce time
+    grad_comm_exposed: float  # the part of it not hidden behind backward
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.bubble + self.grad_comm_exposed
+
+
+def train_time_breakdown(
+    model: ModelShape,
+    hw: HardwareProfile,
+    gpus: int,
+    tokens: float,
+    seq_len_sq_sum: float,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    micro_batches: int = 1,
+    gpus_per_node: int = 8,
+    overlap_grad_reduce: bool = True,
+    mfu: float | None = None,
+) -> TrainBreakdown:
+    """Training step cost split into compute, pipeline bubble and gradient communication."""
+    dp = _data_parallel(gpus, tp, pp)
+    eff = hw.train_mfu if mfu is None else mfu
+    compute, bubble = _busy(training_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node)
+    exposed = exposed_grad_comm(comm, compute, overlap_grad_reduce)
+    return TrainBreakdown(compute=compute, bubble=bubble, grad_comm=comm, grad_comm_exposed=exposed)
+
+
+def train_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    gpus: int,
+    tokens: float,
+    seq_len_sq_sum: float,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    micro_batches: int = 1,
+    gpus_per_node: int = 8,
+    overlap_grad_reduce: bool = True,
+    mfu: float | None = None,
+) -> float:
+    """Seconds to train on `tokens` tokens (sum of squared sequence lengths `seq_len_sq_sum`)."""
+    return train_time_breakdown(
+        model, hw, gpus, tokens, seq_len_sq_sum, tp=tp, pp=pp, micro_batches=micro_batches,
+        gpus_per_node=gpus_per_node, overlap_grad_reduce=overlap_grad_reduce, mfu=mfu,
+    ).total
+
+
+def forward_time_breakdown(
+    model: ModelShape,
+    hw: HardwareProfile,
+    gpus: int,
+    tokens: float,
+    seq_len_sq_sum: float,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    micro_batches: int = 1,
+    mfu: float | None = None,
+) -> TrainBreakdown:
+    """Forward-only pass (reference, old log-prob, values, reward): no gradients, so no all-reduce."""
+    _data_parallel(gpus, tp, pp)
+    eff = hw.forward_mfu if mfu is None else mfu
+    compute, bubble = _busy(forward_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
+    return TrainBreakdown(compute=compute, bubble=bubble, grad_comm=0.0, grad_comm_exposed=0.0)
+
+
+def forward_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    gpus: int,
+    tokens: float,
+    seq_len_sq_sum: float,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    micro_batches: int = 1,
+    mfu: float | None = None,
+) -> float:
+    """Seconds of a forward-only pass: forward FLOPs / (gpus x peak x forward MFU) x bubble factor."""
+    return forward_time_breakdown(
+        model, hw, gpus, tokens, seq_len_sq_sum, tp=tp, pp=pp, micro_batches=micro_batches, mfu=mfu
+    ).total
+
+
+# ------------------------------------------------------------ batches: DP split, micro- and mini-batches
+
+
+def split_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> list[np.ndarray]:
+    """Deal sequences to dp ranks: balanced by tokens (longest first, to the lightest rank) or chunked."""
+    seq_lens = np.asarray(seq_lens)
+    return [seq_lens[idx] for idx in split_indices_across_dp(seq_lens, dp, balance)]
+
+
+def update_plan(n_samples: int, mini_batches: int, epochs: int, dp: int, seq_lens: np.ndarray, balance: bool):
+    """Sample indices per optimizer step and DP rank: epochs x mini-batches steps, each split over ranks.
+
+    Every sample is trained exactly once per epoch (mini-batches are contiguous slices of the batch,
+    as verl's `make_minibatch_iterator` without shuffling).
+    """
+    seq_lens = np.asarray(seq_lens)
+    plan = []
+    for _ in range(epochs):
+        for idx in np.array_split(np.arange(n_samples), mini_batches):
+            ranks = split_indices_across_dp(seq_lens[idx], dp, balance)
+            plan.append([idx[r] for r in ranks])
+    return plan
+
+
+def split_indices_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> list[np.ndarray]:
+    """Like `split_across_dp`, returning positions instead of lengths."""
+    n = len(seq_lens)
+    if dp <= 1:
+        return [np.arange(n)]
+    if not balance:
+        return list(np.array_split(np.arange(n), dp))
+    lens = np.asarray(seq_lens)
+    order = np.argsort(-lens, kind="stable")
+    heap = [(0, r) for r in range(dp)]  # (tokens so far, rank): the lightest rank, lowest index on ties
+    owner = np.empty(n, dtype=np.int64)
+    for i, length in zip(order.tolist(), lens[order].tolist(), strict=True):
+        load, r = heap[0]
+        owner[i] = r
+        heapq.heapreplace(heap, (load + length, r))
+    return [np.flatnonzero(owner == r) for r in range(dp)]
+
+
+def micro_batch_count(rank_tokens: float, token_budget: int) -> int:
+    """Dynamic batching: ceil(tokens / budget) micro-batches (verl's rearrange_micro_batches)."""
+    return max(1, math.ceil(rank_tokens / token_budget))
+
+
+def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool) -> float:
+    """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded)."""
+    params = model.params / (tp * pp) / (dp if sharded else 1)
+    return params * ADAM_STEP_BYTES_PER_PARAM / hw.hbm_bytes_per_s
+
+
+def _slowest_rank(flops_fn, mfu: float, model, hw, ranks, tp: int, pp: int, token_budget: int):
+    """(compute, bubble) of the slowest DP rank (busy = compute + pipeline bubble); None if all are empty."""
+    worst = None
+    for rank in ranks:
+        if len(rank) == 0:
+            continue
+        tokens = float(rank.sum())
+        flops = flops_fn(model, tokens, float(np.square(rank, dtype=np.float64).sum()))
+        busy = _busy(flops, hw, tp * pp, mfu, pp, micro_batch_count(tokens, token_budget))
+        if worst is None or sum(busy) > sum(worst):
+            worst = busy
+    return worst
+
+
+def forward_pass_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    seq_lens: np.ndarray,
+    tp: int,
+    pp: int,
+    dp: int,
+    token_budget: int,
+    balance: bool = True,
+) -> float:
+    """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch."""
+    worst = _slowest_rank(forward_flops, hw.forward_mfu, model, hw, split_across_dp(seq_lens, dp, balance), tp, pp,
+                          token_budget)
+    return 0.0 if worst is None else sum(worst)
+
+
+def train_pass_time(
+    model: ModelShape,
+    hw: HardwareProfile,
+    seq_lens: np.ndarray,
+    tp: int,
+    pp: int,
+    dp: int,
+    token_budget: int,
+    mini_batches: int,
+    epochs: int,
+    *,
+    balance: bool = True,
+    overlap_grad_reduce: bool = True,
+    shard_optimizer: bool = True,
+    gpus_per_node: int = 8,
+    grad_bytes: float = 2.0,
+) -> float:
+    """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
+
+    `grad_bytes`: DP traffic per parameter as an equivalent all-reduce (TrainSpec.grad_comm_bytes_per_param).
+    """
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes)
+    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer)
+    seq_lens = np.asarray(seq_lens)
+    total = 0.0
+    for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance):
+        worst = _slowest_rank(training_flops, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
+                              token_budget)
+        if worst is None:
+            continue
+        compute, bubble = worst
+        total += compute + bubble + exposed_grad_comm(comm, compute, overlap_grad_reduce) + opt
+    return total

@@ -1,0 +1,40 @@
+"""Building the SimPy entities a scenario asks for: pools in the ledger, inference engines per role."""
+
+from __future__ import annotations
+
+from rlsim.sim.costs.memory import kv_capacity_tokens
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.engine.inference import InferenceEngine
+from rlsim.sim.hardware import HardwareProfile
+from rlsim.sim.scenario.schema import RoleSpec, Scenario
+
+
+def role_hardware(scn: Scenario, role: RoleSpec) -> HardwareProfile:
+    return scn.cluster.pools[role.pool].profile()
+
+
+def register_pools(scn: Scenario, env: SimEnvironment) -> None:
+    for name, pool in scn.cluster.pools.items():
+        env.ledger.add_pool(name, pool.gpus)
+
+
+def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout") -> list[InferenceEngine]:
+    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp)."""
+    role = scn.roles[role_name]
+    if role.engine is None:
+        raise ValueError(f"roles.{role_name}.engine is required to build inference engines")
+    hw = role_hardware(scn, role)
+    model = scn.models[role.model]
+    tp = role.parallel.tp
+    capacity = kv_capacity_tokens(
+        model, hw, tp, role.engine.gpu_memory_utilization, role.engine.activation_reserve_gb * 1e9
+    )
+    count = scn.role_gpus(role_name) // tp
+    shared: dict = {}  # identical replicas share one decode-coefficient table
+    return [
+        InferenceEngine(
+            env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
+            pool=role.pool, role=role_name, decode_cache=shared,
+        )
+        for i in range(count)
+    ]

@@ -1,0 +1,151 @@
+"""Hardware profiles: datasheet specs plus calibrated efficiencies, one YAML file per GPU.
+
+Field names carry their unit (llm-analysis style) so a reader never has to guess whether a number
+is in TB/s or GB/s. Every numeric field must cite its source in `sources`; the loader refuses a
+profile with an uncited number, because an uncited constant is an untestable one.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlsim.sim.paths import shipped_dir
+
+# Fields that are numbers about the hardware and therefore need a citation.
+_NUMERIC_FIELDS = (
+    "bf16_tflops",
+    "fp8_tflops",
+    "hbm_gb",
+    "hbm_tb_per_s",
+    "nvlink_gb_per_s",
+    "nic_gbit_per_s",
+    "pcie_gb_per_s",
+    "decode_eta_mem",
+    "decode_eta_compute",
+    "decode_fixed_overhead_ms",
+    "prefill_eta_compute",
+    "train_mfu",
+    "forward_mfu",
+    "collective_latency_us",
+    "price_usd_per_gpu_hour",
+)
+
+
+class HardwareProfile(BaseModel):
+    """One accelerator type. Bandwidths are per GPU and per direction."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN bandwidth poisons all
+
+    name: str
+    description: str = ""
+    # Datasheet specs (docs/sources.md §1), dense (not sparse) peaks.
+    bf16_tflops: float = Field(gt=0, description="Peak dense BF16 tensor throughput, TFLOP/s")
+    fp8_tflops: float | None = Field(
+        default=None, gt=0, description="Peak dense FP8 tensor throughput, TFLOP/s (None: no FP8)"
+    )
+    hbm_gb: float = Field(gt=0, description="HBM capacity, GB (1e9 bytes)")
+    hbm_tb_per_s: float = Field(gt=0, description="HBM bandwidth, TB/s")
+    nvlink_gb_per_s: float = Field(
+        ge=0, description="Intra-node GPU-GPU bandwidth per direction, GB/s (0: PCIe only)"
+    )
+    nic_gbit_per_s: float = Field(gt=0, description="Inter-node NIC bandwidth per GPU, Gbit/s")
+    pcie_gb_per_s: float = Field(gt=0, description="Host<->device bandwidth achieved, GB/s")
+    # Calibrated efficiencies / overheads.
+    decode_eta_mem: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth in decode")
+    decode_eta_compute: float = Field(gt=0, le=1, description="Achieved fraction of peak FLOP/s in decode")
+    decode_fixed_overhead_ms: float = Field(
+        ge=0, description="Per engine step fixed cost (scheduler, sampling, launch), ms"
+    )
+    prefill_eta_compute: float = Field(gt=0, le=1, description="Achieved fraction of peak FLOP/s in prefill")
+    train_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilisation of training")
+    forward_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilisation of forward-only passes")
+    collective_latency_us: float = Field(ge=0, description="Per-collective latency term alpha, microseconds")
+    price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Indicative rental price")
+    sources: dict[str, str] = Field(description="Citation for every numeric field")
+
+    @model_validator(mode="after")
+    def _every_number_is_cited(self) -> HardwareProfile:
+        missing = [f for f in _NUMERIC_FIELDS if getattr(self, f) is not None and f not in self.sources]
+        if missing:
+            raise ValueError(f"numbers without a source in `sources`: {', '.join(missing)}")
+        unknown = sorted(set(self.sources) - set(_NUMERIC_FIELDS))
+        if unknown:
+            raise ValueError(f"`sources` names unknown fields: {', '.join(unknown)}")
+        return self
+
+    # Derived SI quantities used by the cost models.
+    @property
+    def peak_flops(self) -> float:
+        return self.bf16_tflops * 1e12
+
+    def peak_flops_for(self, weight_bytes: float) -> float:
+        """Peak FLOP/s for the weight dtype: FP8 (1-byte) weights use the FP8 tensor cores if present."""
+        if weight_bytes <= 1 and self.fp8_tflops is not None:
+            return self.fp8_tflops * 1e12
+        return self.peak_flops
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_gb * 1e9
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_tb_per_s * 1e12
+
+    @property
+    def nvlink_bytes_per_s(self) -> float:
+        return self.nvlink_gb_per_s * 1e9
+
+    @property
+    def nic_bytes_per_s(self) -> float:
+        return self.nic_gbit_per_s * 1e9 / 8
+
+    @property
+    def pcie_bytes_per_s(self) -> float:
+        return self.pcie_gb_per_s * 1e9
+
+    @property
+    def decode_fixed_overhead_s(self) -> float:
+        return self.decode_fixed_overhead_ms * 1e-3
+
+    @property
+    def collective_latency_s(self) -> float:
+        return self.collective_latency_us * 1e-6
+
+    def intra_node_bytes_per_s(self) -> float:
+        """GPU-GPU bandwidth inside a node: NVLink, or PCIe where there is none (L40S)."""
+        return self.nvlink_bytes_per_s if self.nvlink_gb_per_s > 0 else self.pcie_bytes_per_s
+
+
+def profiles_dir() -> Path:
+    """The shipped hardware_profiles/ folder (top level in the repo, rlsim.hardware_profiles when installed)."""
+    return shipped_dir("hardware_profiles")
+
+
+def available_profiles(extra_dirs: tuple[Path, ...] = ()) -> list[str]:
+    names = {p.stem for p in profiles_dir().glob("*.yaml")}
+    for d in extra_dirs:
+        names |= {p.stem for p in Path(d).glob("*.yaml")}
+    return sorted(names)
+
+
+def load_profile_file(path: Path) -> HardwareProfile:
+    """A profile YAML, read with the scenario's limits (no FIFO, device or huge file; rlsim/sim/yaml_input.py)."""
+    from rlsim.sim.yaml_input import load_yaml_file
+
+    return HardwareProfile.model_validate(load_yaml_file(path))
+
+
+@cache
+def load_profile(name: str) -> HardwareProfile:
+    """Load a shipped profile by name (e.g. `h100-sxm`) or by path to a YAML file."""
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
+        return load_profile_file(candidate)
+    path = profiles_dir() / f"{name}.yaml"
+    if not path.exists():
+        raise KeyError(f"unknown hardware profile {name!r} (known: {', '.join(available_profiles())})")
+    return load_profile_file(path)

@@ -1,0 +1,209 @@
+"""RunCollector: the one way a schedule reports what happened in a run.
+
+Beside the GPU ledger (who was busy when) on the simulation environment, the collector takes typed
+reports: one row per RL step whose every column is declared here once (unit, and whether it is a
+per-step amount or a running total), and each sample's life (started, finished, trained or
+discarded), each multi-turn trajectory's end, the token accounting of asynchronous runs. `simulate()`
+builds the `Result` from the collector and the ledger alone: it never looks inside a schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+PER_STEP = "per-step"  # an amount of this step alone: summed over steps
+CUMULATIVE = "cumulative"  # a running total since the start: its last value is the run's
+LABEL = "label"  # identifies or describes the step: never aggregated by adding
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str
+    kind: str
+    doc: str
+
+
+TIMING_PREFIX = "timing_s/"  # timing_s/<phase>: seconds the step spent in that phase (per step)
+
+STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
+    Column("step", "", LABEL, "RL step index (warm-up steps first)"),
+    Column("warmup", "", LABEL, "warm-up step: simulated, left out of the summary"),
+    Column("start_s", "s", LABEL, "simulated time the step started"),
+    Column("end_s", "s", LABEL, "simulated time the step ended"),
+    Column("samples", "samples", PER_STEP, "samples trained (generated, for generation-only) in the step"),
+    Column("prompt_tokens", "tokens", PER_STEP, "prompt tokens of the step's samples"),
+    Column("response_tokens", "tokens", PER_STEP, "response tokens (incl. tool observations) of the samples"),
+    Column("tokens", "tokens", PER_STEP, "prompt + response tokens (HybridFlow's throughput numerator)"),
+    Column("response_length/mean", "tokens", LABEL, "mean response length of the step's samples"),
+    Column("response_length/max", "tokens", LABEL, "longest response of the step"),
+    Column("response_length/min", "tokens", LABEL, "shortest response of the step"),
+    Column("policy_version", "version", LABEL, "trainer's policy version when the step ended"),
+    Column("staleness/mean", "versions", LABEL, "mean over the step's samples of trainer - oldest token version"),
+    Column("staleness/max", "versions", LABEL, "largest staleness of the step's samples"),
+    Column("staleness/p50", "versions", LABEL, "median staleness of the step's samples"),
+    Column("staleness/p90", "versions", LABEL, "90th percentile staleness of the step's samples"),
+    Column("preemptions", "count", PER_STEP, "KV-cache preemptions on the rollout engines during the step"),
+    Column("samples/multi_version", "samples", PER_STEP, "trained samples whose tokens span >1 policy version"),
+    Column("samples/dropped_stale", "samples", CUMULATIVE, "samples dropped for exceeding the staleness bound"),
+    Column("trainer/prompt_groups", "groups", PER_STEP, "prompt groups the trainer consumed"),
+    Column("trainer/optimizer_updates", "count", PER_STEP, "optimizer updates of the step"),
+    Column("trainer/idle_ratio", "fraction", LABEL, "share of the step the trainer waited for rollouts"),
+)}
+
+
+def column_kind(name: str) -> str:
+    """A declared column's kind; every `timing_s/<phase>` column is a per-step duration."""
+    if name.startswith(TIMING_PREFIX):
+        return PER_STEP
+    return STEP_COLUMNS[name].kind
+
+
+def column_unit(name: str) -> str:
+    return "s" if name.startswith(TIMING_PREFIX) else STEP_COLUMNS[name].unit
+
+
+@dataclass(eq=False)
+class SampleRecord:
+    """One sample's life: started, maybe finished, then trained, discarded, or still in flight at the end."""
+
+    sample_id: int
+    step: int | None
+    prompt_tokens: int
+    arrival_s: float
+    engine: str | None = None
+    response_tokens: int = 0
+    admitted_s: float | None = None
+    finished_s: float | None = None
+    preemptions: int = 0
+    oldest_version: int | None = None
+    newest_version: int | None = None
+    trained_step: int | None = None
+    trained_version: int | None = None
+    discarded: str | None = None  # why, when discarded
+
+    @property
+    def fate(self) -> str:
+        if self.trained_version is not None:
+            return "trained"
+        if self.discarded is not None:
+            return "discarded"
+        return "finished" if self.finished_s is not None else "in_flight"
+
+    @property
+    def staleness(self) -> float:
+        if self.trained_version is None:
+            return float("nan")
+        return self.trained_version - (self.oldest_version or 0)
+
+
+SAMPLE_COLUMNS = [
+    "sample_id", "step", "engine", "prompt_tokens", "response_tokens", "arrival_s", "admitted_s",
+    "finished_s", "preemptions", "oldest_version", "newest_version", "staleness", "fate",
+]
+TRAJECTORY_COLUMNS = [
+    "trajectory", "engine", "turns", "turns_planned", "tool_calls", "prompt_tokens", "generated_tokens",
+    "observation_tokens", "started_s", "finished_s", "outcome", "reason",
+]
+
+
+def token_accounting(generated: int, trained: int, discarded: int) -> dict[str, int]:
+    """tokens generated = trained + discarded + still in flight (no token is lost or counted twice)."""
+    return {"tokens_generated": generated, "tokens_trained": trained, "tokens_discarded": discarded,
+            "tokens_in_flight": generated - trained - discarded}
+
+
+class RunCollector:
+    """Typed reports from a schedule; read back as plain rows by `simulate()`."""
+
+    def __init__(self) -> None:
+        self.step_rows: list[dict] = []
+        self.samples: dict[int, SampleRecord] = {}
+        self.trained_order: list[int] = []  # sample ids in the order they were trained
+        self.trajectory_rows: list[tuple] = []
+        self.token_totals: dict[str, int] = {}
+        self.tool_runner = None
+        self.engines: list = []
+        self.on_step: Callable[[int], None] | None = None  # progress hook: steps reported so far
+
+    # ------------------------------------------------------------------ steps
+
+    def step(self, row: dict) -> None:
+        """One row per RL step; every column must be declared (STEP_COLUMNS or timing_s/<phase>)."""
+        unknown = [k for k in row if not k.startswith(TIMING_PREFIX) and k not in STEP_COLUMNS]
+        if unknown:
+            raise KeyError(f"undeclared step column(s) {unknown}: declare them in rlsim/sim/results/collector.py")
+        self.step_rows.append(row)
+        if self.on_step is not None:
+            self.on_step(len(self.step_rows))
+
+    # ------------------------------------------------------------------ samples
+
+    def sample_started(self, sample_id: int, step: int | None, prompt_tokens: int, arrival_s: float) -> None:
+        if sample_id in self.samples:
+            raise ValueError(f"sample {sample_id} started twice")
+        self.samples[sample_id] = SampleRecord(sample_id, step, prompt_tokens, arrival_s)
+
+    def sample_finished(self, sample_id: int, request, response_tokens: int | None = None,
+                        versions: dict[int, int] | None = None) -> None:
+        """Its generation ended (the last request that served it gives engine and timing)."""
+        rec = self.samples[sample_id]
+        versions = request.version_tokens if versions is None else versions
+        rec.engine = request.engine
+        rec.response_tokens = request.generated if response_tokens is None else response_tokens
+        rec.admitted_s, rec.finished_s = request.admitted_s, request.finished_s
+        rec.preemptions = request.preemptions
+        rec.oldest_version = min(versions) if versions else None
+        rec.newest_version = max(versions) if versions else None
+
+    def sample_trained(self, sample_id: int, step: int, version: int) -> None:
+        rec = self.samples[sample_id]
+        if rec.trained_version is not None or rec.discarded is not None:
+            raise ValueError(f"sample {sample_id} trained after it was {rec.fate}")
+        rec.trained_step, rec.trained_version = step, version
+        self.trained_order.append(sample_id)
+
+    def sample_discarded(self, sample_id: int, reason: str) -> None:
+        rec = self.samples[sample_id]
+        if rec.trained_version is None and rec.discarded is None:
+            rec.discarded = reason
+
+    def staleness_values(self) -> list[float]:
+        """Per trained sample, in training order: trainer version - oldest token version."""
+        return [self.samples[i].staleness for i in self.trained_order]
+
+    def sample_rows(self) -> list[tuple]:
+        return [
+            (r.sample_id, r.trained_step if r.trained_step is not None else r.step, r.engine, r.prompt_tokens,
+             r.response_tokens, r.arrival_s, r.admitted_s, r.finished_s, r.preemptions, r.oldest_version,
+             r.newest_version, r.staleness, r.fate)
+            for r in self.samples.values()
+        ]
+
+    # ------------------------------------------------------------------ trajectories, tokens, entities
+
+    def trajectory(self, t, outcome: str | None = None, reason: str | None = None) -> None:
+        """A multi-turn trajectory's end: how far it got and how it ended."""
+        self.trajectory_rows.append((
+            t.tid, t.engine, t.turns, t.turns_planned, t.tool_calls, t.prompt_tokens, t.generated,
+            t.observation_tokens, t.started_s, t.finished_s, outcome or t.outcome or "aborted", reason or t.reason,
+        ))
+
+    def tokens(self, generated: int, trained: int, discarded: int) -> None:
+        """Asynchronous runs: every generated token is trained, discarded or still in flight."""
+        self.token_totals = token_accounting(generated, trained, discarded)
+
+    def outcome_counts(self) -> dict[str, int]:
+        if not self.trajectory_rows:
+            return {}
+        counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
+        for row in self.trajectory_rows:
+            counts[row[10]] += 1
+        launched = {"trajectories_launched": len(self.trajectory_rows)}
+        return {f"trajectories_{k}": v for k, v in counts.items()} | launched
+
+    def entities(self, engines: list, tools=None) -> None:
+        """The engines (for their batch/KV statistics) and the tool runner (per-tool call statistics)."""
+        self.engines = list(engines)
+        self.tool_runner = tools

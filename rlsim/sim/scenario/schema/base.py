@@ -1,0 +1,45 @@
+"""The base of every scenario model: unknown keys are errors, every number finite and sane."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
+
+from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_NUMBER,
+    MAX_SECONDS,
+)
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors; every float is finite (NaN or inf would run, then poison every result).
+
+    A number without a bound of its own is at most MAX_NUMBER, and a duration in seconds (a field named
+    `*_s` or `*_s_*`, or listed in `_seconds_fields`) at most MAX_SECONDS: 1e18 somewhere is a typo
+    that would otherwise allocate exabytes or simulate for ages.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    _seconds_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _sane_numbers(self) -> Strict:
+        errors = []
+        for name, field in type(self).model_fields.items():
+            if any(getattr(m, k, None) is not None for m in field.metadata for k in ("le", "lt")):
+                continue
+            seconds = name in self._seconds_fields or name.endswith("_s") or "_s_" in name
+            limit = MAX_SECONDS if seconds else MAX_NUMBER
+            value = getattr(self, name)
+            items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+            for key, v in items if items is not None else [(None, value)]:
+                if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) > limit:
+                    loc = (name,) if key is None else (name, key)
+                    errors.append(InitErrorDetails(type="less_than_equal", loc=loc, input=v, ctx={"le": limit}))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+

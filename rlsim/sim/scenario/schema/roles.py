@@ -1,0 +1,136 @@
+"""Scenario section `roles`: where actor, rollout, reference, critic and reward run, and how."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_TOKENS,
+)
+from rlsim.sim.scenario.schema.base import Strict
+
+# ---------------------------------------------------------------- roles
+
+RoleName = Literal["actor", "rollout", "reference", "critic", "reward"]
+
+
+class ParallelSpec(Strict):
+    """Per-replica model parallelism; data parallelism = gpus / (tp * pp) unless given."""
+
+    tp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Tensor parallel degree")
+    pp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Pipeline parallel degree")
+    dp: int | None = Field(
+        default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Data parallel degree (default: derived)"
+    )
+
+
+class EngineSpec(Strict):
+    """Inference-engine settings (vLLM / SGLang names)."""
+
+    gpu_memory_utilization: float = Field(
+        default=0.5, gt=0, le=1, description="Fraction of total GPU memory the engine may use (verl default 0.5)"
+    )
+    max_num_seqs: int = Field(default=256, gt=0, le=MAX_TOKENS, description="Maximum running sequences per engine")
+    max_num_batched_tokens: int = Field(
+        default=8192, gt=0, le=MAX_TOKENS, description="Prefill tokens per engine step"
+    )
+    chunked_prefill: bool = Field(default=False, description="Piggyback prefill chunks on decode steps")
+    enable_prefix_caching: bool = Field(default=True, description="Keep finished turns' KV for the next turn")
+    activation_reserve_gb: float = Field(
+        default=1.0, ge=0, description="Memory per GPU kept free for activations/CUDA graphs, GB (assumed)"
+    )
+    kind: Literal["generic", "vllm-0.3", "vllm-0.6", "vllm-v1", "sglang-0.4", "trtllm"] = Field(
+        default="generic",
+        description="Engine family and version: selects its per-step cost, host cost per running sequence "
+        "and TP all-reduce latency (rlsim/sim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` "
+        "uses the hardware profile's calibrated per-step cost",
+    )
+    cuda_graphs: bool = Field(
+        default=True, description="Decode with CUDA graphs (verl rollout enforce_eager=False); off adds launch cost"
+    )
+    step_overhead_ms: float | None = Field(
+        default=None, ge=0, description="Per-step fixed cost, ms (default: the engine kind's)"
+    )
+    host_overhead_per_seq_us: float | None = Field(
+        default=None,
+        ge=0,
+        description="Host (CPU) time per running sequence per decode step not overlapped with the GPU, us: "
+        "scheduling, input preparation, sampler bookkeeping (default: the engine kind's; DistServe's c*B term)",
+    )
+    allreduce_latency_us: float | None = Field(
+        default=None, ge=0, description="Latency of one TP all-reduce at decode sizes, us (default: the engine kind's)"
+    )
+
+    def overheads(self, hw):
+        """This engine's per-step costs on hardware `hw` (seconds)."""
+        from rlsim.sim.costs.engine_kinds import engine_overheads
+
+        return engine_overheads(
+            self.kind, hw, self.cuda_graphs, self.step_overhead_ms, self.host_overhead_per_seq_us,
+            self.allreduce_latency_us,
+        )
+
+
+class TrainSpec(Strict):
+    """How a model role trains and runs forward passes (verl actor/critic/ref knob names)."""
+
+    ppo_max_token_len_per_gpu: int = Field(
+        default=16384, gt=0, le=MAX_TOKENS,
+        description="Dynamic-batching token budget of one micro-batch per GPU (verl)",
+    )
+    balance_batch: bool = Field(
+        default=True, description="Equalise tokens across DP ranks (verl trainer.balance_batch)"
+    )
+    sharding: Literal["megatron", "fsdp"] = Field(
+        default="megatron",
+        description="megatron: distributed optimizer (optimizer states sharded over DP); fsdp: params, grads "
+        "and optimizer states all sharded",
+    )
+    param_offload: bool = Field(default=False, description="Keep params in host memory outside this role's phases")
+    grad_offload: bool = Field(default=False, description="Keep grads in host memory outside training")
+    optimizer_offload: bool = Field(default=False, description="Keep optimizer states in host memory outside training")
+    activation_checkpointing: bool = True
+    overlap_grad_reduce: bool = Field(default=True, description="Overlap the DP gradient all-reduce with backward")
+    grad_reduce_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32",
+        description="dtype of the DP gradient reduction: Megatron-LM forces fp32 for bf16 training "
+        "(accumulate_allreduce_grads_in_fp32); verl's FSDP mixed precision defaults reduce_dtype to fp32",
+    )
+
+    @property
+    def grad_comm_bytes_per_param(self) -> float:
+        """DP traffic per parameter per update, as the bytes of an equivalent ring all-reduce.
+
+        An all-reduce moves 2x its size; Megatron's distributed optimizer reduce-scatters the gradients
+        and all-gathers the bf16 params ((g + 2) / 2); FSDP all-gathers the params twice (forward and
+        backward) and reduce-scatters the gradients ((g + 4) / 2).
+        """
+        grad = 4.0 if self.grad_reduce_dtype == "fp32" else 2.0
+        return (grad + 2.0) / 2.0 if self.sharding == "megatron" else (grad + 4.0) / 2.0
+
+
+class RoleSpec(Strict):
+    pool: str
+    model: str = Field(description="Key into `models`")
+    gpus: int | None = Field(
+        default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="GPUs of the pool this role uses (default: all)"
+    )
+    gpu_offset: int = Field(
+        default=0,
+        ge=0,
+        description="First GPU of the pool this role uses: it holds GPUs [gpu_offset, gpu_offset + gpus) (ROLL's "
+        "device_mapping). Roles on overlapping GPUs take turns; roles on disjoint GPUs of one pool run concurrently",
+    )
+    parallel: ParallelSpec = Field(default_factory=ParallelSpec)
+    engine: EngineSpec | None = Field(
+        default=None, description="Required for the rollout role; on the reward role: an LLM judge served by engines"
+    )
+    train: TrainSpec = Field(default_factory=TrainSpec, description="Training / forward settings")
+
+

@@ -1,0 +1,299 @@
+"""Scenario section `schedule`: one spec per schedule family."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
+
+from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_EPOCHS,
+    MAX_PROMPTS_PER_STEP,
+    MAX_SAMPLES_PER_PROMPT,
+    MAX_STEPS,
+)
+from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
+from rlsim.sim.scenario.schema.base import Strict
+
+# ---------------------------------------------------------------- schedule
+
+
+class GenerationOnlySpec(Strict):
+    """Each step pushes one batch of prompts through the rollout engines; no training."""
+
+    kind: Literal["generation-only"]
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = Field(
+        default="chunked", description="How samples are split across engines (verl: chunked by DP rank)"
+    )
+
+
+class HybridFlowSpec(Strict):
+    """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
+
+    `placement` is a shortcut that carves one hardware pool into resource pools (verl's
+    resource_pool_spec): `colocate` puts every role on all its GPUs; `split` puts actor, rollout and
+    reference on one part and critic and reward on the other (NeMo-Aligner style); `standalone`
+    gives the actor (with its rollout engines), critic, reference and reward a part each (OpenRLHF
+    style). `custom` uses the roles' own `pool` fields: roles on one pool time-share it.
+    """
+
+    kind: Literal["hybridflow"]
+    placement: Literal["colocate", "split", "standalone", "custom"] = "colocate"
+    pool: str | None = Field(default=None, description="Hardware pool the shortcut carves (default: the only pool)")
+    placement_gpus: dict[str, int] | None = Field(
+        default=None,
+        description="GPUs per colocated set, keyed by its first role (split: actor, critic; standalone: actor, "
+        "critic, reference, reward); default: an even split",
+    )
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = Field(
+        default="3d-hybrid-engine", description="Train->generate weight reshard method (HybridFlow Table 2)"
+    )
+    switch_overhead_s: float = Field(
+        default=0.45, ge=0,
+        description="Fixed colocated switch cost per step: engine wake-up/KV re-allocation and gc "
+        "(verl: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
+    )
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
+    judge_scoring: Literal["batch", "sample"] = Field(
+        default="batch",
+        description="LLM judge: `batch` scores the whole batch after generation (verl); `sample` scores each "
+        "response as soon as it finishes, on judge GPUs apart from the rollout's (ROLL's sample-level scheduling)",
+    )
+
+
+class OneStepOffSpec(Strict):
+    """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
+
+    The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
+    engines by a bucketed NCCL broadcast after every update (`timing_s/sync_rollout_weights`).
+    """
+
+    kind: Literal["one-step-off"]
+    placement: Literal["custom"] = "custom"
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
+    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
+
+
+class FullyAsyncSpec(Strict):
+    """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
+
+    Two admission rules, chosen by which staleness knob is set:
+
+    - AReaL (default, `max_head_offpolicyness` eta, in policy versions): a new prompt group starts
+      only while capacity = min(max_concurrent_rollouts - running, (eta + version + 1) * B -
+      (accepted + running)) > 0, B = `consumer_batch_size` groups x `trigger_parameter_sync_step`;
+      the trainer takes finished groups oldest first and trains them whatever their age: the bound acts
+      at admission only (AReaL 1.0.4 areal/infra/staleness_manager.py and workflow_executor.wait_results,
+      docs/sources.md §7). `drop_stale: true` adds a drop of samples older than eta (an rlsim option).
+    - verl fully_async (`staleness_threshold` s, a fraction): per weight version the rollouter starts
+      groups while staleness_samples < (1 + s) x trigger_parameter_sync_step x require_batches x
+      ppo_mini_batch_size, where staleness_samples counts the groups started since the last sync plus
+      those in flight or queued at the sync, and pauses while that many finished groups wait in the
+      queue; stale samples are never dropped (verl 0.9.1
+      verl/experimental/fully_async_policy/fully_async_rollouter.py, set_max_required_samples,
+      reset_staleness, _should_pause_generation).
+
+    A verl "sample" is one prompt with its rollout.n responses: one prompt group here.
+    """
+
+    kind: Literal["fully-async"]
+    placement: Literal["custom"] = "custom"
+    consumer_batch_size: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="AReaL: prompt groups per trainer step (default algorithm.prompts_per_step; with verl's "
+        "require_batches / ppo_mini_batch_size: their product)",
+    )
+    max_head_offpolicyness: float | None = Field(
+        default=4, ge=0,
+        description="AReaL's staleness bound eta in policy versions; null = unbounded (ASearcher: 4). Ignored "
+        "when verl's staleness_threshold is set",
+    )
+    max_concurrent_rollouts: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="Prompt groups in flight at most (null: AReaL: only the staleness rule limits, with eta "
+        "also null 4 x consumer_batch_size; verl: min(16 x rollout engines, the staleness cap), verl's "
+        "concurrent_samples_per_replica = 16)",
+    )
+    drop_stale: bool = Field(
+        default=False,
+        description="Drop finished samples older than max_head_offpolicyness when the trainer takes them (an "
+        "rlsim option: neither AReaL 1.0.4 nor verl drops; AReaL bounds staleness at admission only)",
+    )
+    interrupt: Literal["keep", "recompute", "abort-resume", "abort-discard", "drain"] = Field(
+        default="recompute",
+        description="At a weight update in-flight sequences keep their KV (keep), drop it and re-prefill with the "
+        "new weights (recompute, AReaL's interruptible generation), are aborted and resumed from their partial "
+        "output (abort-resume, verl partial_rollout), are aborted and restarted from scratch (abort-discard), or "
+        "run to completion before the weights load while nothing new is admitted (drain, AReaL's "
+        "non-interruptible baseline; verl partial_rollout: false). Default with staleness_threshold: abort-resume",
+    )
+    recompute_logprob: bool = Field(
+        default=True,
+        description="Decoupled PPO: an extra actor forward pass for proximal log-probs (AReaL). verl fully_async's "
+        "shipped config trains on the rollout's log-probs (bypass_mode): set false to match it",
+    )
+    staleness_threshold: float | None = Field(
+        default=None, ge=0,
+        description="verl fully_async: a FRACTION; the rollouter may start (1 + staleness_threshold) x "
+        "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size prompt groups per weight version. "
+        "Setting it selects verl's admission rule instead of AReaL's",
+    )
+    trigger_parameter_sync_step: int = Field(
+        default=1, gt=0, le=MAX_STEPS,
+        description="Trainer steps between weight syncs (verl)"
+    )
+    require_batches: int | None = Field(
+        default=None, gt=0, le=MAX_EPOCHS,
+        description="verl: ppo_mini_batch_size batches the trainer takes per step, each one optimizer update: "
+        "a step consumes require_batches x ppo_mini_batch_size groups and makes require_batches x epochs "
+        "updates (algorithm.mini_batches is then unused)",
+    )
+    ppo_mini_batch_size: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="verl actor.ppo_mini_batch_size in prompts (x rollout.n samples); default "
+        "algorithm.prompts_per_step / algorithm.mini_batches",
+    )
+    partial_rollout: bool | None = Field(
+        default=None,
+        description="verl: true = in-flight generations are interrupted at a sync and resumed after it "
+        "(interrupt: abort-resume); false = the sync waits for them to finish (interrupt: drain)",
+    )
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    dispatch: Literal["least-loaded"] = Field(
+        default="least-loaded", description="Each new request goes to the engine with the fewest requests"
+    )
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
+    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
+
+    @model_validator(mode="after")
+    def _framework_knobs(self) -> FullyAsyncSpec:
+        """AReaL's and verl's knobs may not contradict each other; partial_rollout resolves `interrupt`."""
+        given = self.model_fields_set
+        if self.staleness_threshold is not None and self.max_head_offpolicyness is not None \
+                and "max_head_offpolicyness" in given:
+            _knob_error("staleness_threshold", self.staleness_threshold,
+                        f"verl's staleness_threshold (a fraction of a sync's samples) and AReaL's "
+                        f"max_head_offpolicyness ({self.max_head_offpolicyness} versions) are two different "
+                        "admission rules; set one (max_head_offpolicyness: null for verl's)")
+        verl_batch = self.require_batches is not None or self.ppo_mini_batch_size is not None
+        if verl_batch and self.consumer_batch_size is not None:
+            want = (self.require_batches or 1) * (self.ppo_mini_batch_size or 0)
+            if self.consumer_batch_size != want:
+                _knob_error("consumer_batch_size", self.consumer_batch_size,
+                            "AReaL's consumer_batch_size and verl's require_batches / ppo_mini_batch_size both set "
+                            "the prompt groups per trainer step"
+                            + (f" and disagree ({self.consumer_batch_size} vs {want})" if want else "")
+                            + "; set one")
+        if self.partial_rollout is not None:
+            mode = "abort-resume" if self.partial_rollout else "drain"
+            if "interrupt" in given and self.interrupt != mode:
+                _knob_error("partial_rollout", self.partial_rollout,
+                            f"partial_rollout: {str(self.partial_rollout).lower()} means interrupt: {mode}, "
+                            f"but interrupt is {self.interrupt!r}; set one")
+            self.interrupt = mode
+        elif self.staleness_threshold is not None and "interrupt" not in given:
+            self.interrupt = "abort-resume"  # verl's default: partial_rollout: True
+        if self.staleness_threshold is not None:
+            self.max_head_offpolicyness = None  # AReaL's default eta does not apply under verl's rule
+        if self.drop_stale and self.max_head_offpolicyness is None:
+            _knob_error("drop_stale", True, "drop_stale drops samples older than max_head_offpolicyness versions; "
+                        "it needs that bound set (not null, and not verl's staleness_threshold)")
+        return self
+
+    @property
+    def verl_rule(self) -> bool:
+        """verl fully_async's admission rule (staleness_threshold set) instead of AReaL's."""
+        return self.staleness_threshold is not None
+
+    def mini_batch_groups(self, algo: AlgorithmSpec) -> int:
+        """Prompt groups per optimizer update (verl ppo_mini_batch_size)."""
+        return self.ppo_mini_batch_size or max(1, algo.prompts_per_step // algo.mini_batches)
+
+    def consumer_groups(self, algo: AlgorithmSpec) -> int:
+        """Prompt groups the trainer takes per step."""
+        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
+            return (self.require_batches or 1) * self.mini_batch_groups(algo)
+        return self.consumer_batch_size or algo.prompts_per_step
+
+    def optimizer_updates(self, algo: AlgorithmSpec) -> int:
+        """Optimizer updates per trainer step, epochs included."""
+        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
+            return (self.require_batches or 1) * algo.epochs
+        return algo.mini_batches * algo.epochs
+
+    @property
+    def eta(self) -> float | None:
+        """The staleness knob in effect: AReaL's eta (versions) or, under verl's rule, staleness_threshold."""
+        return self.staleness_threshold if self.staleness_threshold is not None else self.max_head_offpolicyness
+
+
+def _knob_error(field: str, value, message: str):
+    """Raise a validation error located at `schedule.<field>` (one line: dotted path + what is wrong)."""
+    from pydantic_core import PydanticCustomError
+
+    err = PydanticCustomError("value_error", "{error}", {"error": message})
+    raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
+
+
+class RollSpec(Strict):
+    """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
+
+    `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
+    fractions allowed); a training batch takes only groups started at step >= current - ceil(alpha),
+    older ones are aborted. Each prompt is replicated into its samples (one request each) and scored as
+    soon as it finishes (sample-level queue scheduling). Redundant environment rollout launches
+    `samples_per_prompt + group_size_redundancy` episodes per group and keeps the first finishers.
+    Dynamic sampling drops groups whose rewards are all equal (probability `filter_prob` per group)
+    and launches replacements, with up to `max_additional_running_prompts` extra groups running ahead.
+    """
+
+    kind: Literal["roll"]
+    placement: Literal["custom"] = "custom"
+    async_generation_ratio: float = Field(default=1.0, ge=0, description="alpha (ROLL async_generation_ratio)")
+    group_size_redundancy: int = Field(
+        default=0, ge=0, le=MAX_SAMPLES_PER_PROMPT,
+        description="Extra episodes per group; first finishers win"
+    )
+    dynamic_sampling: bool = Field(default=False, description="Drop all-equal-reward groups and replace them")
+    filter_prob: float = Field(default=0.0, ge=0, le=1, description="Chance a finished group's rewards are all equal")
+    max_additional_running_prompts: int = Field(
+        default=0, ge=0, le=MAX_PROMPTS_PER_STEP,
+        description="Extra groups allowed in flight"
+    )
+    interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
+    recompute_logprob: bool = Field(default=True, description="Old log-probs from an actor forward pass")
+    weight_sync_bucket_mb: float = Field(default=2048, gt=0)
+    dispatch: Literal["least-loaded"] = "least-loaded"
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
+    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
+    max_concurrent_rollouts: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="Groups in flight at most (rlsim's cap, named after AReaL's knob)"
+    )
+
+    # ROLL pushes weights after every step and has no verl staleness_threshold: fixed, not settable.
+    trigger_parameter_sync_step: ClassVar[int] = 1
+    staleness_threshold: ClassVar[None] = None
+    verl_rule: ClassVar[bool] = False
+    drop_stale: ClassVar[bool] = False  # ROLL expires groups by start step instead (schedules/roll.py)
+
+    def consumer_groups(self, algo: AlgorithmSpec) -> int:
+        return algo.prompts_per_step
+
+    def optimizer_updates(self, algo: AlgorithmSpec) -> int:
+        return algo.mini_batches * algo.epochs
+
+    @property
+    def eta(self) -> float:
+        return self.async_generation_ratio
+
+
+ScheduleSpec = Annotated[
+    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec | RollSpec, Field(discriminator="kind")
+]
+
+

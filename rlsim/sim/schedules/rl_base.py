@@ -1,0 +1,317 @@
+"""What every RL schedule shares: roles on resource pools, model phases and their costs, step rows.
+
+Synchronous (HybridFlow/verl), one-step-off and fully asynchronous schedules differ only in *when*
+they generate, train and sync weights; the cost of each model phase (a forward pass, a PPO update,
+a weight sync, a hybrid-engine switch) and how it occupies its pool are the same, and live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlsim.sim.costs.offload import offload_time
+from rlsim.sim.costs.resharding import reshard_time, weight_broadcast_time
+from rlsim.sim.costs.training import forward_pass_time, train_pass_time
+from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
+from rlsim.sim.engine.request import Request
+from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
+from rlsim.sim.schedules.base import Schedule, StepOutcome
+from rlsim.sim.schedules.dispatch import assign_engines
+from rlsim.sim.schedules.gpu_locks import GpuLocks
+from rlsim.sim.schedules.least_loaded import LeastLoaded
+from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
+from rlsim.sim.workload import LengthSampler, sample_lengths
+
+
+@dataclass
+class Batch:
+    """What a rollout phase hands the trainer: sequence lengths, the samples' ids, phases to skip
+    (scored during rollout), and declared step columns (staleness) known before training."""
+
+    prompt: np.ndarray
+    response: np.ndarray
+    sample_ids: list[int] = field(default_factory=list)
+    skip: tuple[str, ...] = ()
+    columns: dict = field(default_factory=dict)
+
+
+# verl's forward phases, in the order its trainer calls them, with the role that runs each.
+FORWARD_PHASES = (("reward", "reward"), ("old_log_prob", "actor"), ("ref", "reference"), ("values", "critic"))
+UPDATE_PHASES = (("update_critic", "critic"), ("update_actor", "actor"))
+
+
+class RLSchedule(Schedule):
+    """Base of the RL schedules: pools, engines, GPU-segment locks, GPU groups per model role."""
+
+    def __init__(self, scenario, env):
+        super().__init__(scenario, env)  # placement already resolved (rlsim.sim.scenario.placement)
+        scn = self.scenario
+        register_pools(scn, env)
+        self.engines = build_engines(scn, env, "rollout")
+        self.gpu_locks = GpuLocks(env, scn)
+        # An LLM judge (reward role with an engine section) is served by engines of its own.
+        self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
+        self._judge_by_load = LeastLoaded(self.judges)
+        for role, spec in scn.roles.items():
+            if role != "rollout" and not (role == "reward" and self.judges):
+                env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
+        self.hybrid = scn.roles_share_gpus("rollout", "actor")
+        self.lengths = LengthSampler(scn.workload, env.rng)
+        self.trajectories: list[Trajectory] = []
+        # Optimizer updates per epoch of a step (verl fully_async derives its own from require_batches).
+        self.mini_batches = scn.algorithm.mini_batches
+        if scn.environments.tools:
+            from rlsim.sim.engine.tools import ToolRunner
+
+            self.tools = ToolRunner(env, scn.environments)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _judge_role(self) -> bool:
+        reward = self.scenario.roles.get("reward")
+        return reward is not None and reward.engine is not None
+
+    def judge(self, seq_lens: np.ndarray):
+        """Score samples with the LLM judge: one request each (the sequence in, a short verdict out)."""
+        env = self.env
+        out = self.scenario.algorithm.judge_output_tokens
+        reqs = []
+        for n in seq_lens:
+            req = Request(self.next_request_id(), int(n), out)
+            self._judge_by_load.pick().submit(req)  # the least-loaded judge (ties: by name)
+            reqs.append(req)
+        yield env.all_of([r.done for r in reqs])
+
+    def _role(self, name):
+        return self.scenario.roles[name]
+
+    def _dp(self, name) -> int:
+        r = self._role(name)
+        return self.scenario.role_gpus(name) // (r.parallel.tp * r.parallel.pp)
+
+    def _gpn(self, name) -> int:
+        return self.scenario.cluster.pools[self._role(name).pool].gpus_per_node
+
+    def _busy(self, group: str, role: str, phase: str, start: float) -> None:
+        self.env.ledger.record(group, role, phase, start, self.env.now, self.env.rl_step, self.env.policy_version)
+
+    # ------------------------------------------------------------------ costs of phases
+
+    def switch_to_generate_time(self) -> float:
+        """Hybrid engine: reshard weights into the generation layout, offload what training does not need."""
+        scn = self.scenario
+        actor, rollout = self._role("actor"), self._role("rollout")
+        model, hw = scn.models[actor.model], role_hardware(scn, actor)
+        spec = scn.schedule
+        t = reshard_time(
+            spec.reshard, model.weight_bytes_total, hw, actor.parallel.tp, actor.parallel.pp, self._dp("actor"),
+            rollout.parallel.tp, 1, self._gpn("actor"),
+        )
+        t += self._offload_time("actor") + spec.switch_overhead_s
+        return t
+
+    def switch_to_train_time(self) -> float:
+        """Back from generation: bring offloaded training state home (the KV cache is simply freed)."""
+        return self._offload_time("actor")
+
+    def _offload_time(self, role: str) -> float:
+        r = self._role(role)
+        t = r.train
+        if not (t.param_offload or t.grad_offload or t.optimizer_offload):
+            return 0.0
+        fsdp = t.sharding == "fsdp"
+        return offload_time(
+            self.scenario.models[r.model], role_hardware(self.scenario, r), r.parallel.tp, r.parallel.pp,
+            self._dp(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
+            shard_params=fsdp, shard_grads=fsdp,
+        )
+
+    def weight_sync_time(self) -> float:
+        """Disaggregated actor and rollout: bucketed NCCL broadcast of all weights over the NICs."""
+        scn = self.scenario
+        actor, rollout = self._role("actor"), self._role("rollout")
+        hw_a, hw_r = role_hardware(scn, actor), role_hardware(scn, rollout)
+        bw = min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s)
+        return weight_broadcast_time(
+            scn.models[actor.model].weight_bytes_total, bw, scn.role_gpus("rollout"),
+            max(hw_a.collective_latency_s, hw_r.collective_latency_s), scn.schedule.weight_sync_bucket_mb * 1e6,
+        )
+
+    def broadcast_weights(self):
+        """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
+        env = self.env
+        start = env.now
+        yield env.timeout(self.weight_sync_time())
+        self._busy("actor", "actor", "sync", start)
+        for e in self.engines:
+            env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
+        return env.now - start
+
+    def phase_time(self, phase: str, role: str, seq_lens: np.ndarray) -> float:
+        scn = self.scenario
+        r = self._role(role)
+        model, hw = scn.models[r.model], role_hardware(scn, r)
+        t = r.train
+        if phase.startswith("update_"):
+            return train_pass_time(
+                model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
+                self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
+                overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
+                grad_bytes=t.grad_comm_bytes_per_param,
+            )
+        return forward_pass_time(
+            model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
+            t.balance_batch,
+        )
+
+    def first_step_bound_s(self) -> float:
+        """The template's generation bound plus every other long thing a first step may do, ten times over:
+        each model phase on a full batch of the longest sequences, switches, syncs and tool calls."""
+        scn = self.scenario
+        bound = super().first_step_bound_s()
+        agent = scn.workload.agent
+        longest = agent.max_context_tokens if agent is not None else 32_768
+        seqs = np.full(scn.algorithm.samples_per_step, longest, dtype=np.int64)
+        for phase, role in (*FORWARD_PHASES, *UPDATE_PHASES):
+            if role in scn.roles and scn.roles[role].engine is None:
+                bound += 10 * self.phase_time(phase, role, seqs)
+        bound += 10 * (getattr(scn.schedule, "switch_overhead_s", 0.0) + self.switch_to_train_time())
+        if "actor" in scn.roles and not self.hybrid:
+            bound += 10 * self.weight_sync_time()
+        if agent is not None:
+            for tool in scn.environments.tools.values():
+                per_try = tool.timeout_s or getattr(tool.latency, "max", None) or getattr(tool.latency, "value", None)
+                bound += MAX_TURNS * tool.max_attempts * ((per_try or MAX_SECONDS) + sum(tool.backoff_s))
+        return bound
+
+    def _generate_agentic(self, n_prompts: int, samples_per_prompt: int):
+        """Multi-turn trajectories, each sticky to one engine; returns (prompt, trained tokens - prompt)."""
+        scn, env = self.scenario, self.env
+        agent = scn.workload.agent
+        prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
+        turns = sample_lengths(agent.turns, len(prompt), env.rng)
+        where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
+        trajs, procs = [], []
+        for i in range(len(prompt)):
+            t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
+            trajs.append(t)
+            engine = self.engines[where[i]]
+            procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t)))
+        yield env.all_of(procs)
+        self.trajectories.extend(trajs)
+        done = [t for t in trajs if t.outcome == "completed"]
+        self.last_batch = []
+        prompt = np.array([t.prompt_tokens for t in done], dtype=np.int64)
+        rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
+        return prompt, rest
+
+    def _generate(self, n_prompts: int, samples_per_prompt: int, on_done=None):
+        """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays.
+
+        `on_done(event)` is called as each request finishes (sample-level work such as judging).
+        """
+        if self.scenario.workload.agent is not None:
+            return (yield from self._generate_agentic(n_prompts, samples_per_prompt))
+        scn, env = self.scenario, self.env
+        prompt, response = self.lengths(n_prompts, samples_per_prompt, env.rl_step)
+        where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
+        reqs = []
+        for i in range(len(prompt)):
+            req = Request(self.next_request_id(), int(prompt[i]), int(response[i]))
+            self.collector.sample_started(req.rid, env.rl_step, req.prompt_tokens, env.now)
+            done = self.engines[where[i]].submit(req)
+            if on_done is not None:
+                done.callbacks.append(on_done)
+            reqs.append(req)
+        yield env.all_of([r.done for r in reqs])
+        for req in reqs:
+            self.collector.sample_finished(req.rid, req)
+        self.last_batch = reqs
+        self._preemptions += sum(r.preemptions for r in reqs)
+        return prompt, response
+
+    def _state_moves(self, phase: str, role: str) -> float:
+        """PCIe onload/offload of a role whose state lives in host memory between its phases.
+
+        Onload before a role's first phase of the step, offload after its last. The actor's moves
+        happen in the hybrid-engine switch instead (around generation).
+        """
+        if role == "actor":
+            return 0.0
+        one_way = self._offload_time(role)
+        if role == "critic":
+            return one_way  # onload before values, offload after update_critic
+        return 2 * one_way
+
+    def _pass(self, phase: str, role: str, seq_lens: np.ndarray, timing: dict):
+        """One model phase on its role's GPUs, after the phases queued there before it."""
+        env = self.env
+        held = self.gpu_locks.request(self.gpu_locks.of(role))
+        try:
+            yield env.all_of(held)
+            start = env.now
+            if phase == "reward" and self.judges:
+                yield from self.judge(seq_lens)
+            else:
+                yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
+                self._busy(role, role, "train" if phase.startswith("update_") else "forward", start)
+            timing[f"timing_s/{phase}"] = env.now - start
+        finally:
+            self.gpu_locks.release(held)
+
+    def _rule_reward(self, n: int, timing: dict):
+        algo = self.scenario.algorithm
+        start = self.env.now
+        yield self.env.timeout(n * algo.rule_reward_s_per_sample / algo.rule_reward_workers)
+        timing["timing_s/reward"] = self.env.now - start
+
+    # ------------------------------------------------------------------ the RL step
+
+    def run_step(self, step: int):
+        """Every RL schedule's step: its rollout phase hands over a batch, the trainer trains it, the
+        policy version moves on, then whatever follows an update (a weight sync) runs."""
+        timing: dict[str, float] = {}
+        batch = yield from self.rollout(step, timing)
+        yield from self.train_batch(batch.prompt + batch.response, timing, skip=batch.skip)
+        for sample_id in batch.sample_ids:  # trained at the trainer's current version (per-sample staleness)
+            self.collector.sample_trained(sample_id, step, self.env.policy_version)
+        self.env.policy_version += 1
+        columns = yield from self.after_update(step, timing, batch)
+        return StepOutcome(timing, batch.prompt, batch.response, {**batch.columns, **columns})
+
+    def rollout(self, step: int, timing: dict):
+        """The schedule's phase code: produce the batch the trainer takes now (a generator)."""
+        raise NotImplementedError
+
+    def after_update(self, step: int, timing: dict, batch: Batch):
+        """After the version moved on (a weight sync, for instance); returns extra step columns."""
+        yield from ()
+        return {}
+
+    def after_steps(self):
+        """Multi-turn runs: how every launched trajectory ended."""
+        for t in self.trajectories:
+            self.collector.trajectory(t)
+        yield from ()
+
+    def train_batch(self, seq_lens: np.ndarray, timing: dict, skip: tuple[str, ...] = ()):
+        """verl's trainer side of a step: forward phases (concurrent across pools), then the updates."""
+        env, scn = self.env, self.scenario
+        forwards = []
+        for phase, role in FORWARD_PHASES:
+            if phase in skip:
+                continue
+            if role in scn.roles:
+                forwards.append(env.process(self._pass(phase, role, seq_lens, timing)))
+            elif phase == "reward":
+                reward = env.process(self._rule_reward(len(seq_lens), timing))
+                if not scn.algorithm.launch_reward_fn_async:
+                    yield reward  # verl's driver scores the batch before dispatching the forward passes
+                forwards.append(reward)
+        yield env.all_of(forwards)
+        updates = [
+            env.process(self._pass(ph, role, seq_lens, timing)) for ph, role in UPDATE_PHASES if role in scn.roles
+        ]
+        yield env.all_of(updates)

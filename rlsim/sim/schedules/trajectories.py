@@ -1,0 +1,127 @@
+"""Multi-turn agentic trajectories: generate, call a tool, append its observation, generate again.
+
+A trajectory is sticky to one engine, so its prefix stays in that engine's prefix cache between turns
+(re-prefilled only when evicted or after a weight update drops the KV). Each turn is one request whose
+`prefix_tokens` is the context so far and whose `prompt_tokens` are the new tokens (the prompt, then
+each observation). Tool calls run on CPU-side environment pools (rlsim/sim/engine/tools.py): the GPUs do
+not wait on them unless the schedule makes them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+from rlsim.sim.engine.request import Request
+from rlsim.sim.workload import length_sampler
+
+OUTCOMES = ("completed", "failed", "aborted", "dropped")
+
+
+@dataclass(eq=False, slots=True)
+class Trajectory:
+    """Where one sample's multi-turn rollout stands and how it ended."""
+
+    tid: int
+    prompt_tokens: int
+    turns_planned: int
+    context: int = 0
+    generated: int = 0
+    observation_tokens: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+    outcome: str | None = None  # one of OUTCOMES once finished
+    reason: str = ""  # failed: "<tool> after <n> attempts"; aborted/dropped: why
+    version_tokens: dict[int, int] = field(default_factory=dict)
+    turn_spans: list[tuple[float, float]] = field(default_factory=list)  # generation turns in time
+    engine: str | None = None
+    cancelled: bool = False  # set by the schedule (redundant, expired): stop at the next await
+    started_s: float = 0.0
+    finished_s: float | None = None
+
+    @property
+    def sequence_tokens(self) -> int:
+        """What the trainer sees: prompt, every generated token and every observation."""
+        return self.prompt_tokens + self.generated + self.observation_tokens
+
+
+def pick_tool(tool_mix: dict[str, float], rng: np.random.Generator) -> str:
+    """A tool by weight: what `rng.choice(len(names), p=weights / weights.sum())` picks, from the same draw.
+
+    numpy's choice draws one uniform and searches the normalised cumulative weights; doing that here
+    with the table built once per mix skips choice's per-call validation (weights are checked at load).
+    """
+    return tool_picker(tool_mix)(rng)
+
+
+def tool_picker(tool_mix: dict[str, float]) -> Callable[[np.random.Generator], str]:
+    """`pick_tool(tool_mix, .)` with the mix read once: for a trajectory picking a tool after every turn."""
+    names, cdf = _tool_table(tuple(sorted(tool_mix.items())))
+    return lambda rng: names[bisect_right(cdf, rng.random())]
+
+
+@cache
+def _tool_table(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    weights = np.array([w for _, w in mix], dtype=float)
+    cdf = (weights / weights.sum()).cumsum()
+    cdf /= cdf[-1]
+    return tuple(n for n, _ in mix), tuple(cdf.tolist())
+
+
+def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None):
+    """SimPy process body (use with `yield from`): the turns of one trajectory on one engine."""
+    rng = env.rng
+    traj.engine = engine.name
+    traj.started_s = env.now
+    if tools is not None and tools.cold_start_pools:  # environment start-up (sandbox boot, game reset) first
+        yield from tools.cold_start(("traj", traj.tid))
+    new_tokens = traj.prompt_tokens
+    max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
+    pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
+    turn_tokens, submit, key = length_sampler(tokens_per_turn), engine.submit, ("traj", traj.tid)
+    next_rid = env.next_request_id
+    for turn in range(traj.turns_planned):
+        if traj.cancelled:
+            break
+        room = max_context - traj.context - new_tokens
+        if room <= 0:
+            break  # the observation filled the context: the trajectory ends here
+        want = turn_tokens(rng)
+        want = room if room < want else want  # max(1, min(want, room)), without the builtins' argument parsing
+        req = Request(next_rid(), new_tokens, want if want > 1 else 1, traj.context, key)
+        start = env.now
+        submit(req)
+        if on_request is not None:
+            on_request(req, traj)
+        yield req.done
+        req.done = None  # the event holds the request as its value: leave no cycle for the collector to find
+        if req.aborted:
+            traj.outcome, traj.reason = "aborted", "aborted during generation"
+            break
+        traj.turn_spans.append((start, env.now))
+        traj.turns += 1
+        traj.context += new_tokens + req.generated
+        traj.generated += req.generated
+        if turn > 0:
+            traj.observation_tokens += new_tokens
+        for v, n in req.version_tokens.items():
+            traj.version_tokens[v] = traj.version_tokens.get(v, 0) + n
+        if turn == last_turn or traj.context >= max_context:
+            break
+        tool = pick(rng)
+        traj.tool_calls += 1
+        result = yield from tools.call(tool)
+        if traj.cancelled:
+            break
+        if not result.ok:
+            traj.outcome, traj.reason = "failed", f"{tool} {result.outcome} after {result.attempts} attempts"
+            break
+        new_tokens = result.observation_tokens
+    if traj.outcome is None:
+        traj.outcome = "aborted" if traj.cancelled else "completed"
+    traj.finished_s = env.now
+    return traj

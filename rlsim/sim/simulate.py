@@ -1,0 +1,135 @@
+"""`simulate(scenario) -> Result`: build the schedule, run the event loop, collect the tables.
+
+The data path: scenario (placement resolved once, `rlsim.sim.scenario.placement`) -> schedule phases
+(`rlsim.sim.schedules`) -> engines and cost functions -> run collector and GPU ledger on the environment
+-> `Result`. `Result` is built from the collector and the ledger alone, never from schedule internals.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import chain
+
+import numpy as np
+import pandas as pd
+
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.engine.gc_tuning import fewer_collections
+from rlsim.sim.results.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
+from rlsim.sim.results.metrics import summarize
+from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.schedules import build_schedule
+from rlsim.sim.schedules.base import SimulationStalled
+
+__all__ = ["Result", "SimulationStalled", "simulate", "SAMPLE_COLUMNS"]
+
+
+@dataclass
+class Result:
+    scenario: Scenario  # as resolved: the placement applied, the pools the summary and plots use
+    summary: dict
+    steps: pd.DataFrame
+    timeline: pd.DataFrame
+    engine_stats: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAMPLE_COLUMNS))
+    # Agentic runs: per-tool call statistics and one row per trajectory (turns, tokens, outcome).
+    tools: pd.DataFrame | None = None
+    trajectories: pd.DataFrame | None = None
+
+    @property
+    def measured_steps(self) -> pd.DataFrame:
+        """The step rows the summary is computed from (warm-up steps left out)."""
+        return self.steps[~self.steps["warmup"]]
+
+
+def _engine_stats(engines) -> pd.DataFrame:
+    """One row per batch change of each engine, built by columns (a large run records millions of rows)."""
+    columns = ["engine", "pool", "time_s", "running", "kv_tokens", "kv_capacity_tokens"]
+    recorded = [e for e in engines if e.stats_columns is not None and e.stats_columns[0]]
+    if not recorded:
+        return pd.DataFrame([], columns=columns)
+    rows = [len(e.stats_columns[0]) for e in recorded]
+
+    def per_engine(values: list) -> np.ndarray:
+        return np.repeat(np.array(values, dtype=object if isinstance(values[0], str) else None), rows)
+
+    data = {"engine": per_engine([e.name for e in recorded]), "pool": per_engine([e.pool for e in recorded])}
+    for name, i, dtype in (("time_s", 0, np.float64), ("running", 1, np.int64), ("kv_tokens", 2, np.int64)):
+        # one typed pass over every engine's column: np.array would first look at every value to find the dtype
+        data[name] = np.fromiter(chain.from_iterable(e.stats_columns[i] for e in recorded), dtype, sum(rows))
+    data["kv_capacity_tokens"] = per_engine([e.kv_capacity for e in recorded])
+    return pd.DataFrame(data, columns=columns)
+
+
+def _resolved(scenario: Scenario) -> Scenario:
+    """A scenario built in Python rather than loaded: apply its placement here (load_scenario already did)."""
+    if scenario.schedule.kind == "generation-only" or scenario.schedule.placement == "custom":
+        return scenario
+    from rlsim.sim.scenario.errors import ScenarioError
+    from rlsim.sim.scenario.placement import resolve_scenario
+
+    resolved, problems = resolve_scenario(scenario)
+    if problems:
+        raise ScenarioError("<scenario>", problems)
+    return resolved
+
+
+def simulate(
+    scenario: Scenario, seed: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> Result:
+    """Run one scenario. Same scenario and seed give identical results, bit for bit.
+
+    `progress(steps_done, total_steps)` is called each time an RL step completes (for progress bars).
+    Raises SimulationStalled when no step can complete (the run would never end).
+    """
+    if seed is not None:
+        scenario = scenario.model_copy(update={"seed": seed})
+    scenario = _resolved(scenario)
+    wall0 = time.perf_counter()
+    env = SimEnvironment(scenario.seed)
+    schedule = build_schedule(scenario, env)
+    total = scenario.warmup_steps + scenario.steps
+    if progress is not None:
+        env.collector.on_step = lambda done: progress(done, total)
+    done = env.process(schedule.run())
+    with fewer_collections():  # the loop and the tables allocate millions of objects
+        env.run(until=done)
+        collector: RunCollector = env.collector
+        for engine in collector.engines:
+            engine.close()
+        return _result(scenario, env, collector, wall0)
+
+
+def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wall0: float) -> Result:
+    steps = pd.DataFrame(collector.step_rows)
+    timing = [c for c in steps.columns if c.startswith("timing_s/")]
+    steps[timing] = steps[timing].fillna(0.0)  # a phase a step did not run (no weight sync this step) took 0 s
+    timeline = env.ledger.to_frame()
+    summary = summarize(scenario, steps, timeline, collector.staleness_values())
+    summary.update(collector.token_totals)
+    summary.update(collector.outcome_counts())
+    samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
+    tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
+    trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
+    if trajs is not None:
+        summary.update(_waste(trajs, timeline))
+    meta = {
+        "seed": scenario.seed,
+        "events": env.events_processed,
+        "wall_time_s": time.perf_counter() - wall0,
+        "simulated_time_s": env.now,
+    }
+    return Result(scenario, summary, steps, timeline, _engine_stats(collector.engines), meta, samples, tools, trajs)
+
+
+def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame) -> dict:
+    """GPU time spent on discarded work, attributed in proportion to the tokens each trajectory decoded."""
+    gen = timeline[timeline["phase"] == "generate"]
+    gen_gpu_s = float(((gen["end_s"] - gen["start_s"]) * gen["gpus"]).sum())
+    decoded = float(trajs["generated_tokens"].sum())
+    wasted = float(trajs.loc[trajs["outcome"].isin(["aborted", "failed", "dropped"]), "generated_tokens"].sum())
+    share = wasted / decoded if decoded else 0.0
+    return {"wasted_generation_fraction": share, "wasted_generation_gpu_s": share * gen_gpu_s}

@@ -1,0 +1,70 @@
+"""Output of `rlsim calibrate --from-log`: the phase table, and the overlay file other runs take."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from rlsim.tools.calibration.log_fit import LogFit
+from rlsim.tools.calibration.logs import LoggedRun
+from rlsim.tools.calibration.profile_report import text_table
+
+
+def overlay_block(fit: LogFit, logged: LoggedRun, scenario_name: str) -> dict:
+    """The `calibration:` mapping (rlsim.sim.scenario.calibration.CalibrationSpec) of a fit."""
+    block: dict = {
+        "fitted_from": f"{logged.path.name} ({logged.framework} {logged.syntax}, {len(logged.steps)} steps) on "
+                       f"scenario {scenario_name}",
+        "hardware": fit.hardware,
+        "factors": dict(fit.factors),
+    }
+    if fit.length_law is not None:
+        block["response_length"] = fit.length_law.model_dump()
+    block["band_pct"] = fit.band_pct
+    block["phases"] = {
+        r.phase: {"logged_s": round(r.logged, 3), "fitted_s": None if r.fitted is None else round(r.fitted, 3),
+                  "residual_pct": None if r.residual_pct is None else round(r.residual_pct, 2), "used_in_fit": r.used}
+        for r in fit.rows
+    }
+    block["notes"] = list(fit.notes)
+    return block
+
+
+def write_overlay(block: dict, path: str | Path) -> Path:
+    """Write `calibration: {...}` as YAML; `rlsim run S --set calibration=PATH` applies it."""
+    header = ("# rlsim calibration overlay, written by `rlsim calibrate --from-log`.\n"
+              "# Apply with: rlsim run SCENARIO --set calibration=THIS_FILE (also sweep, compare, sensitivity).\n")
+    path = Path(path)
+    path.write_text(header + yaml.safe_dump({"calibration": block}, sort_keys=False, width=110, allow_unicode=True))
+    return path
+
+
+def format_fit(fit: LogFit, logged: LoggedRun, scenario_name: str) -> str:
+    """Printable report: factors (start -> fitted), then logged vs fitted per phase, band and notes."""
+    out = [f"Calibration of scenario {scenario_name} from {logged.path.name} "
+           f"({logged.framework} {logged.syntax}, {len(logged.steps)} steps; {fit.simulations} simulations)", ""]
+    frows = [[n, f"{fit.start[n]:.4g}", f"{v:.4g}"] for n, v in fit.factors.items()]
+    out += text_table(["factor", "start", "fitted"], frows, [False, True, True])
+    if fit.length_law is not None:
+        law = fit.length_law
+        out += ["", f"response length: lognormal mean {law.mean:g}, sigma {law.sigma:g}, max {law.max}"]
+    prow = [[r.phase, f"{r.logged:.1f}", "—" if r.fitted is None else f"{r.fitted:.1f}",
+             "—" if r.residual_pct is None else f"{r.residual_pct:+.1f}", "yes" if r.used else "no"]
+            for r in fit.rows]
+    out += [""] + text_table(["phase", "logged s", "fitted s", "residual %", "in fit"], prow,
+                             [False, True, True, True, False])
+    out += ["", f"band carried into predictions: ± {fit.band_pct:.1f}%"]
+    out += [f"note: {n}" for n in fit.notes]
+    return "\n".join(out)
+
+
+def band_lines(summary: dict, calibration) -> list[str]:
+    """Predicted figures of a calibrated run with the calibration's ± band (`rlsim run` prints them)."""
+    band = calibration.band_pct
+    lines = [f"calibrated ({calibration.fitted_from}): predictions carry ± {band:.1f}%"]
+    for key, label, unit in (("step_time_s", "step time", "s"), ("throughput_tokens_per_s", "throughput", "tok/s")):
+        value = summary.get(key)
+        if isinstance(value, int | float):
+            lines.append(f"  {label} {value:,.1f} {unit} ± {value * band / 100:,.1f} ({band:.1f}%)")
+    return lines

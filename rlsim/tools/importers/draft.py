@@ -1,0 +1,89 @@
+"""Assembling the imported scenario: the values no framework config holds, validation, the YAML text.
+
+A framework config fixes the cluster, the batch and the caps on lengths, never the lengths a run
+actually produces nor the GPU model. Those are *assumed* here (and listed with the `--set` that
+replaces each) so that the result runs; the assumed shapes mirror the shipped scenarios (a
+long-tailed lognormal clipped at max_tokens, prompts spread below their cap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import apply_overrides, parse_scenario
+from rlsim.sim.scenario.schema import Scenario
+from rlsim.tools.importers.common import ImportProblem, Ledger, compress, show
+
+DEFAULT_HARDWARE = "h100-sxm"
+RESPONSE_MEAN_FRACTION = 0.25  # assumed mean / max_tokens (shipped scenarios: 0.24 - 0.3)
+RESPONSE_SIGMA = 0.9  # assumed lognormal sigma (as the shipped GRPO scenarios)
+PROMPT_MIN_FRACTION = 0.125  # assumed shortest prompt / max_prompt_length
+
+
+def hardware(ledger: Ledger, name: str | None) -> str:
+    """The pools' hardware profile: `--hardware`, else assumed (configs name devices, not GPU models)."""
+    if name:
+        return name
+    ledger.assume("GPU model of every pool", DEFAULT_HARDWARE, "--hardware NAME (`rlsim profiles`)")
+    return DEFAULT_HARDWARE
+
+
+def workload(ledger: Ledger, prompt_max: int | None, response_max: int | None) -> dict[str, Any]:
+    """Prompt and response length laws from the caps; the shapes are assumed."""
+    prompt_max = prompt_max or 512
+    response_max = response_max or 512
+    low = max(1, int(prompt_max * PROMPT_MIN_FRACTION))
+    mean = max(1, round(response_max * RESPONSE_MEAN_FRACTION))
+    ledger.assume("prompt lengths", f"uniform {low}..{prompt_max}",
+                  "--set workload.prompt_length='{kind: uniform, min: M, max: N}'")
+    ledger.assume("response-length distribution", f"lognormal mean {mean} sigma {RESPONSE_SIGMA} capped at "
+                  f"{response_max}", "--set workload.response_length.mean=M --set workload.response_length.sigma=S")
+    return {
+        "prompt_length": {"kind": "uniform", "min": low, "max": prompt_max},
+        "response_length": {"kind": "lognormal", "mean": mean, "sigma": RESPONSE_SIGMA, "max": response_max},
+    }
+
+
+@dataclass
+class Imported:
+    """An import's result: the validated scenario, its YAML and the three lists."""
+
+    scenario: Scenario
+    text: str
+    ledger: Ledger
+
+
+def finalize(data: dict, ledger: Ledger, sets: list[str], header: str) -> Imported:
+    """Apply `--set` overrides, validate as `rlsim run` would, render the YAML with a header comment."""
+    ledger.raise_problems()
+    try:
+        data = apply_overrides(data, sets, source="--set")
+        scenario = parse_scenario(data, source=f"{ledger.source} (imported scenario)")
+    except ScenarioError as exc:
+        raise ImportProblem(exc.source, problems=exc.problems) from None
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110)
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    if ledger.assumed:
+        lines.append("# Assumed (not in the config):")
+        lines += [f"#   {a.what}: {show(a.value)}  ({a.flag})" for a in ledger.assumed]
+    return Imported(scenario, "\n".join(lines) + "\n" + body, ledger)
+
+
+def report_lines(ledger: Ledger) -> list[str]:
+    """The three lists as printed by `rlsim import`: used (-> field), ignored (grouped by reason), assumed."""
+    out = [f"used ({len(ledger.used)} keys):"]
+    out += [f"  {key} = {show(ledger.leaves[key])}  ->  {target}" for key, target in sorted(ledger.used.items())]
+    by_reason: dict[str, list[str]] = {}
+    for key, reason in ledger.ignored.items():
+        by_reason.setdefault(reason, []).append(key)
+    out.append(f"ignored ({len(ledger.ignored)} keys):")
+    for reason, keys in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+        shown = compress(keys, ledger.leaves)
+        out.append(f"  {reason} ({len(keys)}): {', '.join(shown)}")
+    out.append(f"assumed ({len(ledger.assumed)}):")
+    out += [f"  {a.what}: {show(a.value)}  [set with {a.flag}]" for a in ledger.assumed]
+    return out

@@ -1,0 +1,84 @@
+"""Analytic lower bounds on a candidate's step time, so candidates that cannot win are never simulated.
+
+Generation: every response token is decoded by some engine, and an engine decodes at most
+`max_num_seqs` tokens per step, a step costing at least the simulator's decode step at zero context;
+a synchronous step also waits for its longest response, one token per step at batch 1. Training: the
+actor's FLOPs at the hardware's peak (no MFU), over its GPUs. A step lasts at least the sum of the
+two when rollout and actor share GPUs, the larger of the two otherwise. Lengths are the workload's
+means from a fixed-seed sample, so the bound is on the expected step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlsim.sim.costs.generation import decode_step_time
+from rlsim.sim.costs.training import training_flops
+from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.workload import sample_lengths
+
+_SAMPLE = 4096
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """What one step must do, from the workload's distributions (means over a fixed-seed sample)."""
+
+    samples: int
+    prompt_mean: float
+    response_mean: float
+    response_max: float
+    seq_sq_mean: float  # mean of (prompt + response)^2, for attention FLOPs
+
+    @property
+    def tokens(self) -> float:
+        return self.samples * (self.prompt_mean + self.response_mean)
+
+
+def step_work(scn: Scenario, seed: int = 0) -> StepWork | None:
+    """None for workloads the bound does not cover (multi-turn agents, length traces)."""
+    w = scn.workload
+    if w.agent is not None or w.length_trace is not None:
+        return None
+    rng = np.random.default_rng(seed)
+    prompts = sample_lengths(w.prompt_length, _SAMPLE, rng).astype(float)
+    responses = sample_lengths(w.response_length, _SAMPLE, rng).astype(float)
+    return StepWork(scn.algorithm.samples_per_step, float(prompts.mean()), float(responses.mean()),
+                    float(responses.max()), float(((prompts + responses) ** 2).mean()))
+
+
+def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> float:
+    ro = scn.roles["rollout"]
+    hw = scn.cluster.pools[ro.pool].profile()
+    model = scn.models[ro.model]
+    tp = ro.parallel.tp
+    engines = max(1, scn.role_gpus("rollout") // (tp * ro.parallel.pp))
+    overheads = ro.engine.overheads(hw)
+    batch = ro.engine.max_num_seqs
+    full = decode_step_time(model, hw, tp, batch, 0.0, overheads=overheads)
+    seconds = work.samples * work.response_mean * full / (engines * batch)
+    if synchronous:
+        seconds = max(seconds, work.response_max * decode_step_time(model, hw, tp, 1, 0.0, overheads=overheads))
+    return seconds
+
+
+def training_seconds(scn: Scenario, work: StepWork) -> float:
+    actor = scn.roles["actor"]
+    hw = scn.cluster.pools[actor.pool].profile()
+    model = scn.models[actor.model]
+    flops = training_flops(model, work.tokens, work.samples * work.seq_sq_mean) * scn.algorithm.epochs
+    return flops / (scn.role_gpus("actor") * hw.peak_flops)
+
+
+def step_lower_bound(scn: Scenario, work: StepWork | None) -> dict[str, float]:
+    """{step_s, generation_s, training_s, throughput_tokens_per_s (an upper bound)}; {} when not covered."""
+    if work is None or "actor" not in scn.roles or scn.schedule.kind == "generation-only":
+        return {}
+    shared = scn.roles_share_gpus("rollout", "actor")
+    synchronous = scn.schedule.kind == "hybridflow"
+    gen = generation_seconds(scn, work, synchronous)
+    train = training_seconds(scn, work)
+    step = gen + train if shared or synchronous else max(gen, train)
+    return {"step_s": step, "generation_s": gen, "training_s": train, "throughput_tokens_per_s": work.tokens / step}

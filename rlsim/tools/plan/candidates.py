@@ -1,0 +1,223 @@
+"""Candidates: every combination the space allows, rendered into a scenario mapping and checked in memory.
+
+A candidate the scenario checks refuse (memory, parallelism, placement) is kept as a pruned row with
+the checks' own message: the plan says why it was never simulated. Training configs are tried in the
+space's order; with `first-fit`, a layout stops at the first config where some generation TP fits
+(HybridFlow's auto-mapping: add pipeline stages, then offloading, only as memory requires).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlsim.sim.hardware import load_profile
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import parse_scenario
+from rlsim.sim.scenario.schema import Scenario
+from rlsim.tools.plan.layouts import (
+    MODEL_ROLES,
+    Layout,
+    PoolSize,
+    disaggregated_layouts,
+    pool_mapping,
+    single_pool_layouts,
+)
+from rlsim.tools.plan.space import ScheduleOption, Space, TrainConfig
+from rlsim.tools.plan.steady_state import steady_state_warmup
+from rlsim.tools.sweep.grid import format_value
+
+
+@dataclass
+class Candidate:
+    index: int
+    label: str
+    knobs: dict[str, Any]
+    data: dict  # the scenario mapping
+    price_usd_per_hour: float | None
+    scenario: Scenario | None = None  # parsed (None when the checks refused it)
+    status: str = "feasible"  # feasible | infeasible | pruned | not-sampled
+    reason: str = ""
+    bound: dict[str, float] = field(default_factory=dict)
+
+
+def _price(size: PoolSize) -> float | None:
+    price = size.price if size.price is not None else load_profile(size.hardware).price_usd_per_gpu_hour
+    return None if price is None else price * size.gpus
+
+
+def _hardware_label(layout: Layout) -> str:
+    kinds = list(dict.fromkeys(p.hardware for p in layout.pools.values()))
+    if not layout.disaggregated:
+        return kinds[0]
+    return kinds[0] if len(kinds) == 1 else f"{layout.pools['gen'].hardware}/{layout.pools['train'].hardware}"
+
+
+def _templates(base: dict) -> dict[str, dict]:
+    """The base scenario's pools by hardware (the first of each): they lend network and profile overrides."""
+    pools = base.get("cluster", {}).get("pools", {}) or {}
+    out: dict[str, dict] = {}
+    for pool in pools.values():
+        if isinstance(pool, dict):
+            out.setdefault(pool.get("hardware"), pool)
+    return out
+
+
+def render(base: dict, layout: Layout, kind: str, fields: dict, gen_tp: int | None, train: TrainConfig | None,
+           micro_tokens: int | None) -> dict:
+    """The scenario mapping of one candidate: base models, algorithm and workload on the layout's pools."""
+    data = copy.deepcopy(base)
+    templates = _templates(base)
+    data["cluster"] = {"pools": {n: pool_mapping(s, templates.get(s.hardware)) for n, s in layout.pools.items()}}
+    for name, role in data["roles"].items():
+        role["pool"] = layout.role_pool[name]
+        role.pop("gpus", None)
+        role.pop("gpu_offset", None)
+    schedule = {k: v for k, v in (base.get("schedule") or {}).items() if k not in ("placement", "pool",
+                                                                                   "placement_gpus")}
+    if schedule.get("kind") != kind:
+        schedule = {}
+    schedule.update(copy.deepcopy(fields), kind=kind)
+    if kind == "hybridflow":
+        schedule["placement"] = layout.name if layout.name in ("colocate", "split", "standalone") else "custom"
+        if layout.placement_gpus:
+            schedule["placement_gpus"] = dict(layout.placement_gpus)
+    data["schedule"] = schedule
+    data["warmup_steps"] = steady_state_warmup(schedule, int(base.get("warmup_steps") or 0))
+    if gen_tp is not None:
+        data["roles"]["rollout"].setdefault("parallel", {})
+        data["roles"]["rollout"]["parallel"] = {**data["roles"]["rollout"]["parallel"], "tp": gen_tp}
+    for name in (r for r in MODEL_ROLES if r in data["roles"] and data["roles"][r].get("engine") is None):
+        role = data["roles"][name]
+        spec = role.setdefault("train", {}) or {}
+        role["train"] = spec
+        if train is not None:
+            gpus = layout.role_gpus[name]
+            tp = min(train.tp, gpus)
+            role["parallel"] = {"tp": tp, "pp": train.pp if gpus >= tp * train.pp else 1}
+            spec.update(optimizer_offload=train.offload in ("optimizer", "all"),
+                        param_offload=train.offload == "all", grad_offload=train.offload == "all")
+        if micro_tokens is not None:
+            spec["ppo_max_token_len_per_gpu"] = micro_tokens
+    return data
+
+
+def _layouts(space: Space, option: ScheduleOption, roles: dict) -> Iterator[Layout]:
+    names = option.layouts or []
+    for gpu in space.gpus:
+        for total in gpu.counts:
+            yield from single_pool_layouts(names, roles, gpu, total)
+    if "disaggregated" in names:
+        yield from disaggregated_layouts(option, roles, space.gpus, space.generation_fraction, space.mixes)
+
+
+def _label(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> str:
+    gpus = "+".join(str(p.gpus) for p in layout.pools.values()) if layout.disaggregated \
+        else str(sum(p.gpus for p in layout.pools.values()))
+    where = {"partition": layout.sets, "disaggregated": "disagg"}.get(layout.name, layout.name)
+    parts = [f"{_hardware_label(layout)} x{gpus}", where]
+    if kind != "hybridflow":
+        parts.append(kind)
+    parts += [f"{k}={format_value(v)}" for k, v in fields.items()]
+    if gen_tp is not None:
+        parts.append(f"tg{gen_tp}")
+    if train is not None:
+        parts.append(train.label)
+    if micro is not None:
+        parts.append(f"mb{micro}")
+    return " ".join(parts)
+
+
+def _knobs(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> dict[str, Any]:
+    disagg = layout.disaggregated
+    return {
+        "hardware": _hardware_label(layout),
+        "gpus": sum(p.gpus for p in layout.pools.values()),
+        "gen_gpus": layout.pools["gen"].gpus if disagg else None,
+        "train_gpus": layout.pools["train"].gpus if disagg else None,
+        "schedule": kind,
+        "layout": layout.name,
+        "sets": layout.sets,
+        "schedule_set": ", ".join(f"{k}={format_value(v)}" for k, v in fields.items()),
+        "gen_tp": gen_tp,
+        "train": train.label if train is not None else "scenario",
+        "micro_batch_tokens": micro,
+    }
+
+
+def _check(data: dict, source: str, base_dir: Path | None) -> tuple[Scenario | None, str]:
+    try:
+        return parse_scenario(data, source=source, base_dir=base_dir), ""
+    except ScenarioError as exc:
+        return None, "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in exc.problems)
+
+
+@dataclass(frozen=True)
+class _Point:
+    """One layout with its schedule fields and micro-batch budget; gen TP and training config still free."""
+
+    base: dict
+    layout: Layout
+    kind: str
+    fields: dict
+    micro: int | None
+    price: float
+
+    def make(self, index: int, tp: int | None, train: TrainConfig | None) -> Candidate:
+        args = (self.layout, self.kind, self.fields, tp, train, self.micro)
+        data = {} if self.layout.problem else render(self.base, *args)
+        return Candidate(index, _label(*args), _knobs(*args), data, self.price)
+
+
+def enumerate_candidates(base: dict, space: Space, base_dir: Path | None = None,
+                         max_gpus: int | None = None, budget: float | None = None) -> list[Candidate]:
+    """Every candidate of the space, checked: feasible ones carry their parsed Scenario."""
+    out: list[Candidate] = []
+    roles = base.get("roles") or {}
+    gen_tps = space.parallel.generation_tp or [None]
+    trains = space.parallel.training or [None]
+    micros = space.parallel.micro_batch_tokens or [None]
+    first_fit = space.parallel.training_search == "first-fit"
+    for option in space.schedules:
+        axes = option.axes
+        combos = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
+        for layout in _layouts(space, option, roles):
+            price = sum(p for s in layout.pools.values() if (p := _price(s)) is not None)
+            gpus = sum(p.gpus for p in layout.pools.values())
+            limit = layout.problem or _over_limits(gpus, price, max_gpus, budget)
+            for fields, micro in itertools.product(combos, micros):
+                point = _Point(base, layout, option.kind, fields, micro, price)
+                if limit:
+                    cand = point.make(len(out), gen_tps[0], trains[0])
+                    cand.status, cand.reason = "pruned", limit
+                    out.append(cand)
+                    continue
+                _first_fit(out, point, gen_tps, trains, first_fit, base_dir)
+    return out
+
+
+def _first_fit(out: list[Candidate], point: _Point, gen_tps, trains, first_fit: bool, base_dir: Path | None) -> None:
+    """Append the candidates of one layout: per training config, every generation TP, checked."""
+    for train in trains:
+        batch = []
+        for tp in gen_tps:
+            cand = point.make(len(out), tp, train)
+            out.append(cand)
+            cand.scenario, reason = _check(cand.data, cand.label, base_dir)
+            if cand.scenario is None:
+                cand.status, cand.reason = "infeasible", reason
+            batch.append(cand)
+        if first_fit and any(c.scenario is not None for c in batch):
+            return
+
+
+def _over_limits(gpus: int, price: float, max_gpus: int | None, budget: float | None) -> str:
+    if max_gpus is not None and gpus > max_gpus:
+        return f"{gpus} GPUs > --max-gpus {max_gpus}"
+    if budget is not None and price > budget:
+        return f"${price:.2f}/h > budget ${budget:.2f}/h"
+    return ""
