@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from rlsim.sim.scenario.calibration import apply_calibration
 from rlsim.sim.scenario.errors import Problem, ScenarioError
 from rlsim.sim.scenario.placement import resolve_scenario
 from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.suggest import did_you_mean
 from rlsim.sim.yaml_input import YamlInputError, parse_yaml, read_text_bounded
 
 Loc = tuple[str | int, ...]
@@ -305,7 +307,7 @@ def validation_problems(
     for loc, err in errors:
         if any(loc[: len(u)] == u and len(loc) > len(u) for u in unknown):
             continue
-        message = _message(err)
+        message = _message(err) + _suggestion(loc, err)
         blamed = next(
             (ov for ov, anchor in anchors if _is_unknown_key(err) and loc[: len(anchor)] == anchor), None
         )
@@ -314,6 +316,55 @@ def validation_problems(
         else:
             problems.append(Problem(format_loc(loc), message))
     return problems
+
+
+def _suggestion(loc: Loc, err: Mapping[str, Any]) -> str:
+    """': did you mean X?' for a misspelt key or choice (rlsim/sim/suggest.py), else ''."""
+    kind = err["type"]
+    if kind == "extra_forbidden" and loc:
+        return did_you_mean(str(loc[-1]), _known_keys(loc[:-1]))
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
+        word = loc[-1] if "[key]" in err["loc"] and loc else err.get("input")
+        return did_you_mean(str(word), choices) if isinstance(word, str) else ""
+    if kind == "union_tag_invalid":
+        raw = err.get("input")
+        disc = str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'")
+        tag = raw.get(disc) if isinstance(raw, Mapping) else None
+        tags = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected_tags", "")))
+        return did_you_mean(tag, tags) if isinstance(tag, str) else ""
+    return ""
+
+
+def _known_keys(loc: Loc) -> list[str]:
+    """The field names a mapping at `loc` accepts (every member's, under a union), found in the schema."""
+    anns: list[Any] = [Scenario]
+    for part in loc:
+        nxt: list[Any] = []
+        for ann in anns:
+            for member in _members(ann):
+                if isinstance(member, type) and issubclass(member, BaseModel):
+                    if str(part) in member.model_fields:
+                        nxt.append(member.model_fields[str(part)].annotation)
+                elif typing.get_origin(member) is dict:
+                    nxt.append(typing.get_args(member)[1])
+                elif typing.get_origin(member) is list and isinstance(part, int):
+                    nxt.append(typing.get_args(member)[0])
+        anns = nxt
+    names: list[str] = []
+    for ann in anns:
+        for member in _members(ann):
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                names += list(member.model_fields)
+    return names
+
+
+def _members(ann: Any) -> list[Any]:
+    """A type's alternatives: the members of a Union (inside Annotated / Optional), else itself."""
+    ann = _unwrap(ann)
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(ann) for m in _members(arg)]
+    return [ann]
 
 
 def _is_unknown_key(err: Mapping[str, Any]) -> bool:
