@@ -12,7 +12,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlsim.sim.limits import MAX_BANDWIDTH_GBIT
 from rlsim.sim.paths import shipped_dir
+
+# Plausible ranges: a datasheet number outside them is a typo (1e-300 TB/s is not a memory system, and its
+# reciprocal is inf). Efficiencies are fractions of a peak; below 0.1% nothing useful runs.
+MIN_EFFICIENCY = 0.001
 
 # Fields that are numbers about the hardware and therefore need a citation.
 _NUMERIC_FIELDS = (
@@ -42,28 +47,28 @@ class HardwareProfile(BaseModel):
     name: str
     description: str = ""
     # Datasheet specs (docs/sources.md §1), dense (not sparse) peaks.
-    bf16_tflops: float = Field(gt=0, description="Peak dense BF16 tensor throughput, TFLOP/s")
+    bf16_tflops: float = Field(ge=0.1, le=100_000, description="Peak dense BF16 tensor throughput, TFLOP/s")
     fp8_tflops: float | None = Field(
-        default=None, gt=0, description="Peak dense FP8 tensor throughput, TFLOP/s (None: no FP8)"
+        default=None, ge=0.1, le=100_000, description="Peak dense FP8 tensor throughput, TFLOP/s (None: no FP8)"
     )
-    hbm_gb: float = Field(gt=0, description="HBM capacity, GB (1e9 bytes)")
-    hbm_tb_per_s: float = Field(gt=0, description="HBM bandwidth, TB/s")
+    hbm_gb: float = Field(ge=1, le=100_000, description="HBM capacity, GB (1e9 bytes)")
+    hbm_tb_per_s: float = Field(ge=0.01, le=1000, description="HBM bandwidth, TB/s")
     nvlink_gb_per_s: float = Field(
-        ge=0, description="Intra-node GPU-GPU bandwidth per direction, GB/s (0: PCIe only)"
+        ge=0, le=100_000, description="Intra-node GPU-GPU bandwidth per direction, GB/s (0: PCIe only)"
     )
-    nic_gbit_per_s: float = Field(gt=0, description="Inter-node NIC bandwidth per GPU, Gbit/s")
-    pcie_gb_per_s: float = Field(gt=0, description="Host<->device bandwidth achieved, GB/s")
+    nic_gbit_per_s: float = Field(ge=0.1, le=MAX_BANDWIDTH_GBIT, description="Inter-node NIC bandwidth per GPU, Gbit/s")
+    pcie_gb_per_s: float = Field(ge=0.1, le=10_000, description="Host<->device bandwidth achieved, GB/s")
     # Calibrated efficiencies / overheads.
-    decode_eta_mem: float = Field(gt=0, le=1, description="Achieved fraction of HBM bandwidth in decode")
-    decode_eta_compute: float = Field(gt=0, le=1, description="Achieved fraction of peak FLOP/s in decode")
+    decode_eta_mem: float = Field(ge=MIN_EFFICIENCY, le=1, description="Achieved fraction of HBM bandwidth in decode")
+    decode_eta_compute: float = Field(ge=MIN_EFFICIENCY, le=1, description="Achieved fraction of peak FLOP/s in decode")
     decode_fixed_overhead_ms: float = Field(
-        ge=0, description="Per engine step fixed cost (scheduler, sampling, launch), ms"
+        ge=0, le=10_000, description="Per engine step fixed cost (scheduler, sampling, launch), ms"
     )
-    prefill_eta_compute: float = Field(gt=0, le=1, description="Achieved fraction of peak FLOP/s in prefill")
-    train_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilisation of training")
-    forward_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilisation of forward-only passes")
-    collective_latency_us: float = Field(ge=0, description="Per-collective latency term alpha, microseconds")
-    price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Indicative rental price")
+    prefill_eta_compute: float = Field(ge=MIN_EFFICIENCY, le=1, description="Achieved fraction of peak FLOP/s in prefill")
+    train_mfu: float = Field(ge=MIN_EFFICIENCY, le=1, description="Model FLOPs utilisation of training")
+    forward_mfu: float = Field(ge=MIN_EFFICIENCY, le=1, description="Model FLOPs utilisation of forward-only passes")
+    collective_latency_us: float = Field(ge=0, le=1_000_000, description="Per-collective latency term alpha, microseconds")
+    price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=10_000, description="Indicative rental price")
     sources: dict[str, str] = Field(description="Citation for every numeric field")
 
     @model_validator(mode="after")

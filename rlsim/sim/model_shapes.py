@@ -31,8 +31,8 @@ class ModelShape(BaseModel):
     tied_embeddings: bool = False
     num_experts: int = Field(default=0, ge=0)
     experts_per_token: int = Field(default=0, ge=0)
-    weight_bytes: float = Field(default=2.0, gt=0, description="Bytes per weight: 2 bf16, 1 fp8")
-    kv_bytes: float = Field(default=2.0, gt=0, description="Bytes per KV-cache element")
+    weight_bytes: float = Field(default=2.0, ge=0.125, le=8, description="Bytes per weight: 2 bf16, 1 fp8")
+    kv_bytes: float = Field(default=2.0, ge=0.125, le=8, description="Bytes per KV-cache element (1 bit .. fp64)")
 
     def model_copy(self, *, update=None, deep: bool = False):
         """As pydantic's, without the derived sizes cached on this instance (an update may change them)."""

@@ -223,7 +223,8 @@ def _cap_threshold(mu_right: float, mu_wrong: float, s: float, w: float, f: floa
     if f == 0:
         return math.inf
     if w in (0.0, 1.0):
-        return (mu_wrong if w == 1.0 else mu_right) + s * _N.inv_cdf(1.0 - f)
+        q = _N.inv_cdf(1.0 - f) if 1.0 - f < 1.0 else -_N.inv_cdf(f)  # 1 - f rounds to 1.0 below f ~ 1e-16
+        return (mu_wrong if w == 1.0 else mu_right) + s * q
 
     def above(t: float) -> float:
         return (1.0 - w) * (1.0 - _N.cdf((t - mu_right) / s)) + w * (1.0 - _N.cdf((t - mu_wrong) / s))

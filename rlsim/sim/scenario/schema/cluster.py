@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails
 
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_BANDWIDTH_GBIT,
     MAX_GPUS_PER_NODE,
     MAX_NODES,
 )
@@ -63,7 +64,8 @@ class PoolSpec(Strict):
     gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Overrides the profile's")
     nic_gbit_per_s: float | None = Field(
-        default=None, gt=0, description="Inter-node bandwidth per GPU of this cluster, overriding the profile's"
+        default=None, ge=0.1, le=MAX_BANDWIDTH_GBIT,
+        description="Inter-node bandwidth per GPU of this cluster, overriding the profile's",
     )
     profile_overrides: dict[str, float] = Field(
         default_factory=dict,

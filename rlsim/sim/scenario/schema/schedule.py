@@ -8,6 +8,8 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails
 
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_BUCKET_MB,
+    MIN_BUCKET_MB,
     MAX_EPOCHS,
     MAX_PROMPTS_PER_STEP,
     MAX_SAMPLES_PER_PROMPT,
@@ -54,7 +56,9 @@ class HybridFlowSpec(Strict):
         description="Fixed colocated switch cost per step: engine wake-up/KV re-allocation and gc "
         "(verl: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
     )
-    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    weight_sync_bucket_mb: float = Field(
+        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
+    )
     dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
     judge_scoring: Literal["batch", "sample"] = Field(
         default="batch",
@@ -72,7 +76,9 @@ class OneStepOffSpec(Strict):
 
     kind: Literal["one-step-off"]
     placement: Literal["custom"] = "custom"
-    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    weight_sync_bucket_mb: float = Field(
+        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
+    )
     dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
@@ -162,7 +168,9 @@ class FullyAsyncSpec(Strict):
         description="verl: true = in-flight generations are interrupted at a sync and resumed after it "
         "(interrupt: abort-resume); false = the sync waits for them to finish (interrupt: drain)",
     )
-    weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
+    weight_sync_bucket_mb: float = Field(
+        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
+    )
     dispatch: Literal["least-loaded"] = Field(
         default="least-loaded", description="Each new request goes to the engine with the fewest requests"
     )
@@ -266,7 +274,7 @@ class RollSpec(Strict):
     )
     interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
     recompute_logprob: bool = Field(default=True, description="Old log-probs from an actor forward pass")
-    weight_sync_bucket_mb: float = Field(default=2048, gt=0)
+    weight_sync_bucket_mb: float = Field(default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)
     dispatch: Literal["least-loaded"] = "least-loaded"
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
