@@ -7,6 +7,8 @@ The data path: scenario (placement resolved once, `rlsim.sim.scenario.placement`
 
 from __future__ import annotations
 
+import math
+
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,6 +113,7 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     summary = summarize(scenario, steps, timeline, collector.staleness_values())
     summary.update(collector.token_totals)
     summary.update(collector.outcome_counts())
+    _require_finite(scenario, summary, steps)
     samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
     tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
@@ -123,6 +126,31 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
         "simulated_time_s": env.now,
     }
     return Result(scenario, summary, steps, timeline, _engine_stats(collector.engines), meta, samples, tools, trajs)
+
+
+def non_finite(values: dict, at: str = "") -> list[str]:
+    """Dotted keys of a (nested) mapping whose number is NaN or infinite."""
+    bad = []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            bad += non_finite(value, f"{at}{key}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            bad.append(f"{at}{key}")
+    return bad
+
+
+def _require_finite(scenario: Scenario, summary: dict, steps: pd.DataFrame) -> None:
+    """No result leaves with inf or NaN in it: one line naming the scenario and the first such number."""
+    bad = non_finite(summary)
+    numeric = steps.select_dtypes("number")
+    if not bad and numeric.size and not np.isfinite(numeric.to_numpy(float)).all():
+        bad = [f"steps.{c}" for c in numeric.columns if not np.isfinite(numeric[c].to_numpy(float)).all()]
+    if bad:
+        from rlsim.sim.scenario.errors import Problem, ScenarioError
+
+        raise ScenarioError(f"scenario {scenario.name!r}", [Problem(bad[0], (
+            f"the simulation produced {summary.get(bad[0], 'inf or NaN')} ({len(bad)} number(s) in all): an input "
+            "is beyond what can be simulated (look at its extreme bandwidths, sizes, efficiencies and lengths)"))])
 
 
 def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame) -> dict:

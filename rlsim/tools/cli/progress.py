@@ -126,6 +126,7 @@ class LazyBar:
 def simulate_with_progress(scenario, seed: int | None = None, bar: LazyBar | None = None, label: str | None = None):
     """`simulate()` reporting RL steps to `bar` (no bar: no progress). A run that stops making progress
     ends the command with its one-line reason (exit 1), never a traceback."""
+    from rlsim.sim.scenario.errors import ScenarioError
     from rlsim.sim.simulate import SimulationStalled, simulate
     from rlsim.tools.cli.common import fail
 
@@ -138,6 +139,10 @@ def simulate_with_progress(scenario, seed: int | None = None, bar: LazyBar | Non
         if bar is not None:
             bar.close()  # the bar off the terminal before the reason is printed
         fail([f"{scenario.name}: {exc}"], code=1)
+    except ScenarioError as exc:  # bad input found only by running it (a result that would not be finite)
+        if bar is not None:
+            bar.close()
+        fail(exc.lines())
 
 
 def item_bar(quiet: bool) -> LazyBar:
