@@ -64,10 +64,14 @@ class HardwareProfile(BaseModel):
     decode_fixed_overhead_ms: float = Field(
         ge=0, le=10_000, description="Per engine step fixed cost (scheduler, sampling, launch), ms"
     )
-    prefill_eta_compute: float = Field(ge=MIN_EFFICIENCY, le=1, description="Achieved fraction of peak FLOP/s in prefill")
+    prefill_eta_compute: float = Field(
+        ge=MIN_EFFICIENCY, le=1, description="Achieved fraction of peak FLOP/s in prefill"
+    )
     train_mfu: float = Field(ge=MIN_EFFICIENCY, le=1, description="Model FLOPs utilisation of training")
     forward_mfu: float = Field(ge=MIN_EFFICIENCY, le=1, description="Model FLOPs utilisation of forward-only passes")
-    collective_latency_us: float = Field(ge=0, le=1_000_000, description="Per-collective latency term alpha, microseconds")
+    collective_latency_us: float = Field(
+        ge=0, le=1_000_000, description="Per-collective latency term alpha, microseconds"
+    )
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=10_000, description="Indicative rental price")
     sources: dict[str, str] = Field(description="Citation for every numeric field")
 

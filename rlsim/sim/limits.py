@@ -17,10 +17,10 @@ MAX_TURNS = 128  # agent turns per trajectory (README: up to 128)
 MAX_ATTEMPTS = 100  # tries of one tool call
 MAX_NUMBER = 1e9  # any other count or quantity without a bound of its own
 MAX_SECONDS = 86_400.0  # any duration: a tool call, a switch, a backoff (one day)
-MAX_SIGMA = 10.0
+MAX_SIGMA = 10.0  # std-dev of a log-length or log-latency: e^10 is a factor of 22,000 already
 MIN_MAGNITUDE = 1e-12  # a non-zero number smaller than this is a typo (or a denormal): 1/x overflows
 MAX_BANDWIDTH_GBIT = 100_000.0  # a NIC of 100 Tbit/s; the lower bound, 0.1 Gbit/s, is a 100 Mbit/s link
-MIN_BUCKET_MB, MAX_BUCKET_MB = 0.001, 1_000_000.0  # a weight-sync bucket: 1 kB .. 1 TB  # std-dev of a log-length or log-latency: e^10 is a factor of 22,000 already
+MIN_BUCKET_MB, MAX_BUCKET_MB = 0.001, 1_000_000.0  # a weight-sync bucket: 1 kB .. 1 TB
 
 MAX_SCENARIO_BYTES = 1_000_000  # a scenario or hardware profile YAML is a few kB
 MAX_CSV_BYTES = 256_000_000  # a length trace of millions of rows; not a disk image

@@ -8,7 +8,6 @@ The data path: scenario (placement resolved once, `rlsim.sim.scenario.placement`
 from __future__ import annotations
 
 import math
-
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field

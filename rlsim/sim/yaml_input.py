@@ -108,7 +108,12 @@ def parse_yaml(text: str) -> tuple[Any, yaml.Node | None]:
 
     Raises YamlInputError with one line for syntax errors and for every limit of this module.
     """
-    loader = _BoundedLoader(text)
+    try:
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:  # a NUL or other control character, found before parsing starts
+        line = text.count("\n", 0, max(0, exc.position)) + 1
+        raise YamlInputError(f"invalid YAML at line {line}: character #x{exc.character:04x} is not allowed in "
+                             "YAML text (a binary file, or a control character pasted in?)") from None
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -164,7 +169,7 @@ def yaml_error_message(exc: yaml.YAMLError) -> str:
     if context:
         what = f"{what} ({context})"
     if mark is None:
-        return f"invalid YAML: {what}"
+        return f"invalid YAML: {' '.join(str(what).split())}"
     return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {what}"
 
 

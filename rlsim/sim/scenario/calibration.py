@@ -106,12 +106,16 @@ def apply_calibration(data: dict, base_dir: Path | None = None) -> tuple[dict, l
     """
     if data.get("calibration") is None:
         return data, []
+    raw = None
     try:
-        spec = CalibrationSpec.model_validate(_overlay_mapping(data["calibration"], base_dir))
+        raw = _overlay_mapping(data["calibration"], base_dir)
+        spec = CalibrationSpec.model_validate(raw)
     except ValueError as exc:  # ValidationError is a ValueError
-        lines = ([f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-                 if isinstance(exc, ValidationError) else [str(exc)])
-        return {k: v for k, v in data.items() if k != "calibration"}, [Problem("calibration", ln) for ln in lines]
+        from rlsim.sim.scenario.messages import model_problems
+
+        problems = (model_problems(exc, raw, ("calibration",)) if isinstance(exc, ValidationError)
+                    else [Problem("calibration", str(exc))])
+        return {k: v for k, v in data.items() if k != "calibration"}, problems
     problems = [Problem("calibration", line) for line in spec.factor_bounds_ok()]
     out = _deep_copy(data)
     out["calibration"] = spec.model_dump(mode="json")

@@ -11,6 +11,8 @@ an explicit `dp` must make `tp * pp * dp` equal to the role's GPUs.
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from rlsim.sim.csv_inputs import CsvInputError, read_length_trace, read_lengths_csv
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.scenario.errors import Problem
@@ -69,6 +71,11 @@ def _check_pools(scn: Scenario, problems: list[Problem]) -> dict[str, HardwarePr
             profiles[name] = pool.profile()
         except KeyError as exc:
             problems.append(Problem(path, str(exc.args[0])))
+        except ValidationError as exc:  # a profile file with a bad number: worded like any scenario field
+            from rlsim.sim.scenario.messages import model_problems
+
+            for p in model_problems(exc, None, root=HardwareProfile):
+                problems.append(Problem(path, f"hardware profile {pool.hardware!r}: {p.path}: {p.message}"))
         except Exception as exc:  # a broken profile file: say so, never a traceback
             problems.append(Problem(path, f"invalid hardware profile {pool.hardware!r}: {_one_line(exc)}"))
     return profiles

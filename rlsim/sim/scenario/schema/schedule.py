@@ -9,11 +9,11 @@ from pydantic_core import InitErrorDetails
 
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
     MAX_BUCKET_MB,
-    MIN_BUCKET_MB,
     MAX_EPOCHS,
     MAX_PROMPTS_PER_STEP,
     MAX_SAMPLES_PER_PROMPT,
     MAX_STEPS,
+    MIN_BUCKET_MB,
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
