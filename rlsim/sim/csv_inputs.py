@@ -48,6 +48,8 @@ def read_length_trace(path: str | Path) -> tuple[tuple[int, ...], tuple[int, ...
 
 def _cached(path: str | Path, column: str, kind: str):
     p = Path(path)
+    if "\0" in str(path):
+        raise CsvInputError("path", f"{str(path)!r} holds a NUL byte: not a file name")
     try:
         info = os.stat(p)
     except FileNotFoundError:

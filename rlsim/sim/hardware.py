@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlsim.sim.limits import MAX_BANDWIDTH_GBIT
 from rlsim.sim.paths import shipped_dir
+from rlsim.sim.suggest import did_you_mean
 
 # Plausible ranges: a datasheet number outside them is a typo (1e-300 TB/s is not a memory system, and its
 # reciprocal is inf). Efficiencies are fractions of a peak; below 0.1% nothing useful runs.
@@ -151,10 +152,13 @@ def load_profile_file(path: Path) -> HardwareProfile:
 @cache
 def load_profile(name: str) -> HardwareProfile:
     """Load a shipped profile by name (e.g. `h100-sxm`) or by path to a YAML file."""
+    if "\0" in name:
+        raise KeyError(f"hardware profile {name!r} holds a NUL byte: not a profile name or file")
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml") and candidate.exists():
         return load_profile_file(candidate)
     path = profiles_dir() / f"{name}.yaml"
     if not path.exists():
-        raise KeyError(f"unknown hardware profile {name!r} (known: {', '.join(available_profiles())})")
+        known = available_profiles()
+        raise KeyError(f"unknown hardware profile {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})")
     return load_profile_file(path)

@@ -246,5 +246,7 @@ def _resolve_empirical(node: Any, base_dir: Path) -> None:
 
 
 def _absolute(path: str, base_dir: Path) -> str:
+    if "\0" in path:  # not a file name: the reader of that field refuses it in one line
+        return path
     p = Path(path).expanduser()
     return str(p if p.is_absolute() else (base_dir / p).resolve())
