@@ -34,7 +34,7 @@ class YamlInputError(ValueError):
         self.message = message
 
 
-def read_text_bounded(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
+def read_text_bounded(path: str | Path, limit: int = MAX_FILE_BYTES, what: str = "a YAML file") -> str:
     """The UTF-8 text of a regular file of at most `limit` bytes, read once.
 
     Opened non-blocking so that a FIFO does not wait for a writer; anything but a regular file is
@@ -43,7 +43,7 @@ def read_text_bounded(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except IsADirectoryError:
-        raise YamlInputError("is a directory, expected a YAML file") from None
+        raise YamlInputError(f"is a directory, expected {what}") from None
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -51,9 +51,9 @@ def read_text_bounded(path: str | Path, limit: int = MAX_FILE_BYTES) -> str:
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise YamlInputError("is a directory, expected a YAML file")
+            raise YamlInputError(f"is a directory, expected {what}")
         if not stat.S_ISREG(info.st_mode):
-            raise YamlInputError("not a regular file (a FIFO, device or socket), expected a YAML file")
+            raise YamlInputError(f"not a regular file (a FIFO, device or socket), expected {what}")
         if info.st_size > limit:
             raise YamlInputError(f"file is {info.st_size:,} bytes, more than the limit of {limit:,}")
         chunks, size = [], 0

@@ -32,6 +32,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlsim.sim.limits import MAX_CSV_BYTES
+from rlsim.sim.yaml_input import YamlInputError, read_text_bounded
+
 FORMATS = ("verl", "roll", "areal", "csv")
 
 VERL_KEYS = {
@@ -78,6 +81,7 @@ class LoggedRun:
     framework: str
     syntax: str
     steps: list[dict[str, float]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # one line each, for stderr (skipped rows)
 
     def means(self) -> dict[str, float]:
         """Mean of every key over the steps that logged it."""
@@ -101,19 +105,26 @@ def read_log(path: str | Path, fmt: str | None = None) -> LoggedRun:
     path = Path(path)
     if fmt is not None and fmt not in FORMATS:
         raise LogError(f"{path}: unknown --format {fmt!r} (known: {', '.join(FORMATS)})")
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # bounded, and never a FIFO or a device (as the scenario reader): /dev/zero would never end
+        text = read_text_bounded(path, MAX_CSV_BYTES, "a metrics log")
     except FileNotFoundError:
         raise LogError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LogError(f"{path}: cannot read: {exc}") from None
+    except YamlInputError as exc:
+        raise LogError(f"{path}: {exc.message}") from None
     if not text.strip():
         raise LogError(f"{path}: empty file, expected a metrics log")
-    syntax, rows = _parse(path, text)
+    if "\0" in text:
+        raise LogError(f"{path}: line {text.count(chr(10), 0, text.index(chr(0))) + 1}: a NUL byte: a binary file, "
+                       "not a metrics log")
+    skipped: list[int] = []
+    syntax, rows = _parse(path, text, skipped)
     if fmt == "csv" and syntax != "csv":
         raise LogError(f"{path}: --format csv expects a CSV table, this file holds {syntax} lines")
     framework = _framework(path, rows, None if fmt == "csv" else fmt)
     run = LoggedRun(path, framework, syntax, [_canonical(path, i, row, framework) for i, row in enumerate(rows)])
+    if skipped:
+        run.warnings.append(f"{path}: skipped {len(skipped)} row(s) with more fields than the header (line "
+                            f"{', '.join(map(str, skipped[:5]))}{', ...' if len(skipped) > 5 else ''}): garbage lines?")
     run.steps = [s for s in run.steps if s]
     if not any(k in PHASES for s in run.steps for k in s):
         prefix = _PREFIX.get(framework, "timing_s/")
@@ -122,7 +133,7 @@ def read_log(path: str | Path, fmt: str | None = None) -> LoggedRun:
     return run
 
 
-def _parse(path: Path, text: str) -> tuple[str, list[dict[str, str]]]:
+def _parse(path: Path, text: str, skipped: list[int]) -> tuple[str, list[dict[str, str]]]:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     first = lines[0].lstrip()
     if first.startswith("{"):
@@ -131,10 +142,27 @@ def _parse(path: Path, text: str) -> tuple[str, list[dict[str, str]]]:
     if console:
         return "console", [_console_row(ln) for ln in console]
     if "," in first:
-        return "csv", list(csv.DictReader(io.StringIO("\n".join(lines))))
+        return "csv", _csv_rows(path, text, skipped)
     _refuse_config(path, text)
     raise LogError(f"{path}: not a metrics log (expected verl console lines `step:N - key:value - ...`, "
                    "JSON lines or a CSV table)")
+
+
+def _csv_rows(path: Path, text: str, skipped: list[int]) -> list[dict[str, str]]:
+    """The rows of a CSV table; a row longer than the header (a garbage line) is skipped, its line noted.
+
+    A field over csv's limit (128 KiB: a pasted stack trace, a binary blob) is one error line."""
+    reader = csv.DictReader(io.StringIO(text))
+    rows = []
+    try:
+        for row in reader:
+            if None in row:  # DictReader's key for the fields beyond the header
+                skipped.append(reader.line_num)
+            elif any(v is not None and str(v).strip() for v in row.values()):
+                rows.append(row)
+    except csv.Error as exc:
+        raise LogError(f"{path}: line {reader.line_num + 1}: not a CSV table a log would write ({exc})") from None
+    return rows
 
 
 def _refuse_config(path: Path, text: str) -> None:

@@ -56,6 +56,7 @@ def calibrate(
         result = cal.fit(rows, start, chosen)
     typer.echo(cal.format_report(result))  # plain text: a table must not be re-wrapped
     if out is not None:
+        _out_folder(out)
         cal.write_profile(result.profile, out)
         console.print(f"wrote {out}")
 
@@ -70,8 +71,11 @@ def _from_log(log: Path, fmt: str | None, scenario: str, overrides: list[str] | 
     from rlsim.tools.calibration.logs import LogError, read_log
 
     path = resolve_scenario_path(scenario)
+    _out_folder(out)
     try:
         logged = read_log(log, fmt)
+        for warning in logged.warnings:
+            typer.echo(f"warning: {warning}", err=True)
         data = read_yaml(path)
         warmup = 1 if data.get("warmup_steps") else 0  # one warm-up step keeps an async pipeline's fill out
         sim = [*(overrides or []), f"steps={sim_steps}", f"warmup_steps={warmup}"]
@@ -87,3 +91,15 @@ def _from_log(log: Path, fmt: str | None, scenario: str, overrides: list[str] | 
     if out is not None:
         write_overlay(overlay_block(result, logged, name), out)
         console.print(f"wrote {out} (apply with: rlsim run SCENARIO --set calibration={out})", highlight=False)
+
+
+def _out_folder(out: Path | None) -> None:
+    """Create --out's folder before any fit runs (as run, sweep, plan and import do): a fit is never lost."""
+    if out is None:
+        return
+    if out.is_dir():
+        fail([f"--out {out}: is a folder, expected a file name"])
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail([f"--out {out}: cannot create its folder: {exc.strerror or exc}"])
