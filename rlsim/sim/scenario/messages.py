@@ -76,9 +76,11 @@ def clean_loc(loc: Loc, raw: Any) -> Loc:
 
 
 def validation_problems(
-    exc: ValidationError, raw: Any, anchors: Sequence[tuple[str, Loc]] = ()
+    exc: ValidationError, raw: Any, anchors: Sequence[tuple[str, Loc]] = (), root: type[BaseModel] | None = None
 ) -> list[Problem]:
     """One short Problem per pydantic error; unknown keys created by an override name the override.
+
+    `root`: the model validated (default: Scenario), where a misspelt key's known neighbours are looked up.
 
     Errors inside an unknown key (an unknown role's missing fields) are dropped: the key is the problem.
     """
@@ -88,7 +90,7 @@ def validation_problems(
     for loc, err in errors:
         if any(loc[: len(u)] == u and len(loc) > len(u) for u in unknown):
             continue
-        message = _message(err) + _suggestion(loc, err)
+        message = _message(err) + _suggestion(loc, err, root)
         blamed = next(
             (ov for ov, anchor in anchors if _is_unknown_key(err) and loc[: len(anchor)] == anchor), None
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlsim.sim.scenario.errors import Problem, ScenarioError
 from rlsim.sim.scenario.loader import read_yaml, validation_problems
@@ -20,6 +20,19 @@ Offload = Literal["none", "optimizer", "all"]
 Objective = Literal["throughput", "cost", "time-to-steps"]
 
 
+def _known_hardware(name: str) -> str:
+    """A hardware profile that loads: an unknown name is one line listing the known profiles."""
+    from rlsim.sim.hardware import load_profile
+
+    try:
+        load_profile(name)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+    except Exception as exc:  # a broken profile file
+        raise ValueError(f"invalid hardware profile {name!r}: {' '.join(str(exc).split())[:200]}") from None
+    return name
+
+
 class GpuOption(Strict):
     """One hardware type and the cluster sizes to try with it."""
 
@@ -27,6 +40,8 @@ class GpuOption(Strict):
     counts: list[int] = Field(min_length=1, description="Total GPUs to try, e.g. [16, 32]")
     gpus_per_node: int = Field(default=8, gt=0)
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Default: the profile's price")
+
+    _hardware = field_validator("hardware")(classmethod(lambda cls, v: _known_hardware(v)))
 
     @model_validator(mode="after")
     def _whole_nodes(self) -> GpuOption:
@@ -44,6 +59,8 @@ class PoolChoice(Strict):
     gpus: list[int] = Field(min_length=1)
     gpus_per_node: int = Field(default=8, gt=0)
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0)
+
+    _hardware = field_validator("hardware")(classmethod(lambda cls, v: _known_hardware(v)))
 
 
 class MixOption(Strict):
@@ -174,7 +191,7 @@ def parse_space(data: Any, source: str = "<space>") -> Space:
     try:
         return Space.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(source, validation_problems(exc, data)) from None
+        raise ScenarioError(source, validation_problems(exc, data, root=Space)) from None
 
 
 def load_space(path: str | Path) -> Space:
