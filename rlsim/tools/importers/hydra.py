@@ -85,9 +85,19 @@ class Composer:
         self.choices.update(group_overrides)
         return self._compose(data, "", "", self.primary.name)
 
+    def _defaults(self, data: dict, where: str) -> list:
+        """A config's `defaults:` list (Hydra's form); anything else is one line, never a TypeError."""
+        defaults = data.get("defaults") or []
+        if not isinstance(defaults, list):
+            shown = "a mapping" if isinstance(defaults, dict) else str(defaults).lower() if isinstance(defaults, bool) \
+                else repr(defaults)
+            raise ImportProblem(str(self.primary), "defaults", f"expected a list of config names (Hydra's "
+                                f"defaults list), got {shown}" + (f" (in {where})" if where else ""))
+        return defaults
+
     def _collect_choices(self, data: dict, group: str, top: bool = False) -> None:
         """First pass (as Hydra): group choices, `override` entries win over plain ones."""
-        for entry in data.get("defaults") or []:
+        for entry in self._defaults(data, group):
             if isinstance(entry, str) and entry != "_self_" and top:
                 full = posixpath.normpath(posixpath.join(group, entry.partition("@")[0]))
                 sub, _ = read_config(self.find(posixpath.dirname(full), posixpath.basename(full), "defaults"))
@@ -114,7 +124,7 @@ class Composer:
 
     def _compose(self, data: dict, group: str, package: str, where: str) -> dict:
         """Merge a config's defaults and its own content (`_self_`, implicitly last) at `package`."""
-        defaults = data.get("defaults") or []
+        defaults = self._defaults(data, group)
         own = {k: v for k, v in data.items() if k != "defaults"}
         if "_self_" not in defaults:
             defaults = [*defaults, "_self_"]

@@ -87,7 +87,11 @@ def agentic(ledger: Ledger, config: dict):
     per_turn = ledger.int_value("actor_infer.generating_args.max_new_tokens", "workload.agent.tokens_per_turn.max",
                                 default=per_turn) if per_turn is None else per_turn
     turns = ledger.int_value("max_actions_per_traj", "workload.agent.turns.max")
-    for env in (config.get("custom_envs") or {}):
+    envs = config.get("custom_envs") or {}
+    if not isinstance(envs, dict):
+        ledger.error("custom_envs", f"expected a mapping of environment name -> settings, got {envs!r}")
+        envs = {}
+    for env in envs:
         turns = ledger.int_value(f"custom_envs.{env}.max_steps", "workload.agent.turns.max", default=turns) or turns
         if per_turn is None:
             per_turn = ledger.int_value(f"custom_envs.{env}.max_tokens_per_step", "workload.agent.tokens_per_turn.max")
