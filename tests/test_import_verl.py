@@ -167,7 +167,7 @@ def test_overrides_take_verls_hydra_forms():
                                          "+trainer.my_note=hello", "~trainer.logger"])
     assert imported.scenario.algorithm.samples_per_prompt == 4
     assert imported.scenario.cluster.pools["main"].nodes == 4
-    assert "trainer.my_note" in imported.ledger.ignored
+    assert imported.ledger.unknown["trainer.my_note"] == ""  # not a verl key, and close to none: unknown, no guess
     assert "trainer.logger" not in imported.ledger.leaves
 
 
@@ -270,3 +270,34 @@ def test_a_config_group_choice_on_the_command_line_switches_to_megatron(trainer_
         "actor_rollout_ref.actor.megatron.optimizer_offload=true"])
     assert imported.scenario.roles["actor"].train.sharding == "megatron"
     assert "actor_rollout_ref.actor.megatron.tensor_model_parallel_size" in imported.ledger.used
+
+
+def test_a_misspelt_key_is_unknown_with_a_guess_and_the_default_taken_is_assumed(tmp_path):
+    """A typo must not pass for a knob rlsim does not model, nor silently leave the default in place."""
+    config = yaml.safe_load(DUMP.read_text())
+    rollout = config["actor_rollout_ref"]["rollout"]
+    rollout["tensor_model_paralel_size"] = rollout.pop("tensor_model_parallel_size")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(yaml.safe_dump(config))
+    imported = run_import("verl", typo, [])
+    ledger = imported.ledger
+    key = "actor_rollout_ref.rollout.tensor_model_paralel_size"
+    assert key not in ledger.ignored
+    assert ledger.unknown[key] == ": did you mean actor_rollout_ref.rollout.tensor_model_parallel_size?"
+    assumed = [a for a in ledger.assumed if a.what.startswith("actor_rollout_ref.rollout.tensor_model_parallel_size")]
+    assert len(assumed) == 1 and assumed[0].value == 1 and "roles.rollout.parallel.tp" in assumed[0].what
+    assert_complete(ledger)
+    report = "\n".join(report_lines(ledger))
+    assert f"unknown key {key}: did you mean actor_rollout_ref.rollout.tensor_model_parallel_size?" in report
+    assert "# Unknown keys" in imported.text and key in imported.text
+    res = runner.invoke(app, ["import", "verl", str(typo)])
+    assert res.exit_code == 0 and "did you mean actor_rollout_ref.rollout.tensor_model_parallel_size?" in res.stderr
+
+
+def test_the_verl_vocabulary_is_verls_own_composed_keys(trainer_config):
+    """Every key of verl's shipped trainer config is known to the vocabulary (none reported unknown)."""
+    from rlsim.tools.importers.vocabulary import vocabulary
+
+    vocab = vocabulary("verl")
+    keys = flatten(_resolved(trainer_config / "ppo_trainer.yaml"))
+    assert keys and all(vocab.check(k) is None for k in keys), [k for k in keys if vocab.check(k) is not None][:5]

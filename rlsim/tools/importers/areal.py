@@ -66,7 +66,7 @@ def import_areal(path: Path, overrides: list[str], *, model_config: Path | None 
                  sets: list[str] = (), config_dirs: list[Path] = ()) -> Imported:
     config = load_hydra_config(path, list(overrides), list(config_dirs), framework="areal")
     require_framework(config, "areal", str(path))
-    ledger = Ledger.of(str(path), config)
+    ledger = Ledger.of(str(path), config, "areal")
     hw = hardware(ledger, gpu)
     engines = _allocation(ledger, config)
     ledger.raise_problems()

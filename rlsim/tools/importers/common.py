@@ -55,10 +55,13 @@ class Ledger:
     ignored: dict[str, str] = field(default_factory=dict)
     assumed: list[Assumption] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    framework: str | None = None  # whose vocabulary judges unknown keys (rlsim/tools/importers/vocabulary.py)
+    unknown: dict[str, str] = field(default_factory=dict)  # key -> ": did you mean X?" or ""
+    absent: dict[str, tuple[str, Any]] = field(default_factory=dict)  # key read, not in the config -> (target, value)
 
     @classmethod
-    def of(cls, source: str, config: dict) -> Ledger:
-        return cls(source, flatten(config))
+    def of(cls, source: str, config: dict, framework: str | None = None) -> Ledger:
+        return cls(source, flatten(config), framework=framework)
 
     def has(self, key: str) -> bool:
         return key in self.leaves
@@ -70,6 +73,8 @@ class Ledger:
     def use(self, key: str, target: str, default: Any = None) -> Any:
         """Read a leaf that sets `target` in the scenario (`default` when the config lacks it)."""
         if key not in self.leaves:
+            if default is not None and key not in self.absent:
+                self.absent[key] = (target, default)
             return default
         self.ignored.pop(key, None)
         self.used[key] = f"{self.used[key]}; {target}" if key in self.used and target not in self.used[key] \
@@ -102,8 +107,21 @@ class Ledger:
             raise ImportProblem(self.source, problems=self.problems)
 
     def finish(self, reason: str) -> None:
-        """Whatever is left: ignored for `reason` (so every leaf is in exactly one list)."""
+        """Whatever is left: ignored for `reason` (so every leaf is in exactly one list: used, ignored or
+        unknown). Keys that are not the framework's own are set apart as unknown (a typo must not pass for
+        a knob rlsim does not model), and every key read but absent is listed as assumed with its value."""
         self.ignore_matching(lambda _key: True, reason)
+        if self.framework is not None:
+            from rlsim.tools.importers.vocabulary import vocabulary
+
+            vocab = vocabulary(self.framework)
+            for key in list(self.ignored):
+                verdict = vocab.check(key)
+                if verdict is not None:
+                    self.unknown[key] = verdict
+                    del self.ignored[key]
+        for key, (target, value) in self.absent.items():
+            self.assume(f"{key} (absent) -> {target}", value, f"+{key}=V")
 
     def int_value(self, key: str, target: str, minimum: int = 1, default: Any = None) -> int | None:
         """An integer leaf >= minimum; a problem line otherwise."""

@@ -17,6 +17,7 @@ from rlsim.sim.scenario.errors import ScenarioError
 from rlsim.sim.scenario.loader import apply_overrides, parse_scenario
 from rlsim.sim.scenario.schema import Scenario
 from rlsim.tools.importers.common import ImportProblem, Ledger, compress, show
+from rlsim.tools.importers.vocabulary import VERSIONS
 
 DEFAULT_HARDWARE = "h100-sxm"
 RESPONSE_MEAN_FRACTION = 0.25  # assumed mean / max_tokens (shipped scenarios: 0.24 - 0.3)
@@ -67,6 +68,9 @@ def finalize(data: dict, ledger: Ledger, sets: list[str], header: str) -> Import
         raise ImportProblem(exc.source, problems=exc.problems) from None
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110)
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    if ledger.unknown:
+        lines.append(f"# Unknown keys (not {VERSIONS.get(ledger.framework, 'the framework')}'s own; not used):")
+        lines += [f"#   {key}{hint}" for key, hint in sorted(ledger.unknown.items())]
     if ledger.assumed:
         lines.append("# Assumed (not in the config):")
         lines += [f"#   {a.what}: {show(a.value)}  ({a.flag})" for a in ledger.assumed]
@@ -84,6 +88,10 @@ def report_lines(ledger: Ledger) -> list[str]:
     for reason, keys in sorted(by_reason.items(), key=lambda item: -len(item[1])):
         shown = compress(keys, ledger.leaves)
         out.append(f"  {reason} ({len(keys)}): {', '.join(shown)}")
+    if ledger.unknown:
+        whose = VERSIONS.get(ledger.framework, "the framework")
+        out.append(f"unknown ({len(ledger.unknown)} keys, not {whose}'s own: a typo? not used):")
+        out += [f"  unknown key {key}{hint}" for key, hint in sorted(ledger.unknown.items())]
     out.append(f"assumed ({len(ledger.assumed)}):")
     out += [f"  {a.what}: {show(a.value)}  [set with {a.flag}]" for a in ledger.assumed]
     return out

@@ -29,7 +29,7 @@ def import_roll(path: Path, overrides: list[str], *, model_config: Path | None =
                 sets: list[str] = (), config_dirs: list[Path] = ()) -> Imported:
     config = load_hydra_config(path, list(overrides), list(config_dirs), framework="roll")
     require_framework(config, "roll", str(path))
-    ledger = Ledger.of(str(path), config)
+    ledger = Ledger.of(str(path), config, "roll")
     for worker in ("actor_train", "actor_infer"):
         if not isinstance(config.get(worker), dict):
             ledger.error(worker, "required: rlsim needs the training and the generation workers")

@@ -35,7 +35,7 @@ def import_verl(path: Path, overrides: list[str], *, model_config: Path | None =
     """Compose the config as verl would, map it, validate the scenario (exit-2 problems as ImportProblem)."""
     config = load_hydra_config(path, list(overrides), list(config_dirs), VERL_CONFIG_DIR, "verl")
     require_framework(config, "verl", str(path))
-    ledger = Ledger.of(str(path), config)
+    ledger = Ledger.of(str(path), config, "verl")
     kind = "fully-async" if isinstance(config.get("async_training"), dict) else \
         "one-step-off" if isinstance(config.get("rollout"), dict) else "hybridflow"
     hw = hardware(ledger, gpu)
