@@ -274,7 +274,10 @@ class RayBackend:
         self._ray = ray
         if not ray.is_initialized():
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                from rlsim.tools.sweep.ray_address import bounded_init, probe
+
+                probe(self.address)  # nothing listening: one line in seconds, not minutes of retries
+                bounded_init(lambda: ray.init(address=self.address, log_to_driver=False), self.address)
             else:
                 ray.init(
                     num_cpus=self.workers or os.cpu_count(), include_dashboard=False, log_to_driver=False
@@ -326,6 +329,11 @@ def make_backend(name: str, workers: int | None = None, ray_address: str | None 
     if name == "ray":
         if importlib.util.find_spec("ray") is None:
             raise SweepError(["--backend ray: Ray is not installed (pip install 'rlsim[ray]')"])
+        address = ray_address or os.environ.get("RAY_ADDRESS") or None
+        if address:
+            from rlsim.tools.sweep.ray_address import parse_address
+
+            parse_address(address)  # a malformed address fails before anything else is touched
         return RayBackend(workers, ray_address)
     raise SweepError([f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}"])
 
