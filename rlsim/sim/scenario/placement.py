@@ -247,11 +247,10 @@ def hybridflow_problems(
         reward = scn.roles.get("reward")
         shared = [r for r in shared if not (r == "reward" and reward.engine is not None)]  # worded below
         if shared:
-            role = shared[0]
+            role, (first, stop) = shared[0], scn.role_gpu_range("rollout")
             return [Problem(f"roles.{role}.pool", f"{schedule} generates while it trains, so the {role} forward "
                             f"pass needs GPUs apart from the rollout engines' (pool {scn.roles['rollout'].pool!r}, "
-                            f"GPUs {scn.role_gpu_range('rollout')}); put it on the actor's pool "
-                            f"{scn.roles['actor'].pool!r}")]
+                            f"GPUs {first}..{stop - 1}); put it on the actor's pool {scn.roles['actor'].pool!r}")]
     reward = scn.roles.get("reward")
     if schedule != "hybridflow" and reward is not None and reward.engine is not None:
         shared = [r for r in scn.roles if r != "reward" and scn.roles_share_gpus("reward", r)]
