@@ -73,7 +73,8 @@ class GpuLedger:
             starts, ends = rows["start_s"].to_numpy(float), rows["end_s"].to_numpy(float)
             # An interval that ends where another starts does not overlap it (ends sort first); a
             # rounding error of a few ulps at a hand-over is not a double booking either.
-            ends = ends - 1e-9 * np.maximum(1.0, np.abs(ends))
+            with np.errstate(invalid="ignore"):  # inf - inf: a non-finite run, refused after this
+                ends = ends - 1e-9 * np.maximum(1.0, np.abs(ends))
             times = np.concatenate([ends, starts])
             deltas = np.concatenate([-rows["gpus"].to_numpy(), rows["gpus"].to_numpy()])
             order = np.lexsort((deltas, times))
