@@ -23,8 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+import yaml
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from rlsim.sim.scenario.errors import ScenarioError
@@ -177,18 +179,64 @@ def _bad_numbers(summary: dict, at: str = "") -> list[str]:
     return bad
 
 
+def one_line_each(exc: ScenarioError, source: str) -> None:
+    assert exc.lines() and all(line.startswith(source) and "\n" not in line for line in exc.lines()), exc.lines()
+    assert not any("Input should" in line or "errors.pydantic.dev" in line for line in exc.lines()), exc.lines()
+
+
 def check_one(data: dict, folder: Path, source: str = "fuzz.yaml") -> str:
     """'refused' or 'ran'; raises AssertionError (or Hang) on anything else."""
     with alarm(RUN_TIMEOUT_S):
         try:
             scenario = parse_scenario(data, source, (), folder)
         except ScenarioError as exc:
-            assert exc.lines() and all(line.startswith(source) and "\n" not in line for line in exc.lines())
+            one_line_each(exc, source)
             return "refused"
-        result = simulate(scenario)
+        try:
+            result = simulate(scenario)
+        except ScenarioError as exc:  # found only by running: a result that would not be finite
+            one_line_each(exc, f"scenario {scenario.name!r}")
+            return "refused"
+    check_invariants(result)
+    return "ran"
+
+
+def check_invariants(result) -> None:
+    """Every accepted run: finite numbers, GPU time per pool within capacity, samples and tokens accounted."""
     bad = _bad_numbers(result.summary)
     assert not bad, f"non-finite or out-of-range summary values: {bad}"
-    return "ran"
+    for name, frame in (("steps", result.steps), ("timeline", result.timeline)):
+        numbers = frame.select_dtypes("number").to_numpy(float)
+        assert numbers.size == 0 or np.isfinite(numbers).all(), f"non-finite values in {name}"
+    samples = result.samples.select_dtypes("number").to_numpy(float)
+    assert not np.isinf(samples).any(), "infinite values in samples"
+    end = float(result.meta["simulated_time_s"])
+    assert math.isfinite(end) and end >= 0
+    sizes = {name: pool.gpus for name, pool in result.scenario.cluster.pools.items()}
+    timeline = result.timeline
+    for pool, rows in timeline.groupby("pool"):
+        assert (rows["end_s"] >= rows["start_s"]).all() and (rows["start_s"] >= -1e-9).all()
+        assert (rows["end_s"] <= end * (1 + 1e-9) + 1e-9).all(), f"pool {pool}: busy after the run ended"
+        starts, ends, gpus = rows["start_s"].to_numpy(), rows["end_s"].to_numpy(), rows["gpus"].to_numpy()
+        times = np.concatenate([ends - 1e-9 * np.maximum(1, np.abs(ends)), starts])
+        deltas = np.concatenate([-gpus, gpus])
+        busy = np.cumsum(deltas[np.lexsort((deltas, times))])
+        assert busy.max() <= sizes[pool], f"pool {pool}: {busy.max()} GPUs busy at once, it has {sizes[pool]}"
+        gpu_s = float(((ends - starts) * gpus).sum())
+        assert gpu_s <= sizes[pool] * end * (1 + 1e-9) + 1e-6, f"pool {pool}: {gpu_s} GPU-s > capacity"
+    tokens = result.summary
+    if "tokens_generated" in tokens:
+        parts = [tokens[k] for k in ("tokens_trained", "tokens_discarded", "tokens_in_flight")]
+        assert min(parts) >= 0 and sum(parts) == tokens["tokens_generated"], f"tokens not accounted: {parts}"
+    if "trajectories_launched" in tokens:
+        ends_ = sum(tokens[f"trajectories_{k}"] for k in ("completed", "failed", "aborted", "dropped"))
+        assert ends_ == tokens["trajectories_launched"], "every trajectory ends exactly once"
+    frame = result.samples
+    if len(frame):
+        assert frame["sample_id"].is_unique, "a sample counted twice"
+        assert (frame["prompt_tokens"] >= 0).all() and (frame["response_tokens"] >= 0).all()
+        done = frame.dropna(subset=["arrival_s", "finished_s"])
+        assert (done["finished_s"] >= done["arrival_s"] - 1e-9).all(), "a sample finished before it arrived"
 
 
 def test_every_shrunk_shipped_scenario_runs():
@@ -204,10 +252,156 @@ def test_every_shrunk_shipped_scenario_runs():
 def test_mutated_shipped_scenarios_never_crash_hang_or_lie(case):
     name, data, folder, mutations = case
     try:
-        check_one(data, folder, name)
+        event(check_one(data, folder, name))
     except Hang as exc:
         pytest.fail(f"{name} with {mutations}: hang ({exc})")
     except AssertionError as exc:
         pytest.fail(f"{name} with {mutations}: {exc}")
     except Exception as exc:  # a crash: any exception but the scenario error
         pytest.fail(f"{name} with {mutations}: {type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------- the newer rooms (tests/fuzz_inputs.py)
+
+SMALL_EXAMPLES = int(os.environ.get("RLSIM_FUZZ_EXAMPLES", "0")) or None  # set: every test takes that many
+
+
+def examples(default: int) -> int:
+    return SMALL_EXAMPLES or default
+
+
+@st.composite
+def featured(draw) -> tuple[str, dict, Path, list]:
+    from fuzz_inputs import apply_features
+
+    name, data, folder = draw(st.sampled_from(BASES))
+    data, done = apply_features(draw, data, TRACE_DIR)
+    return name, data, folder, done
+
+
+TRACE_DIR = Path(os.environ.get("RLSIM_FUZZ_TMP", "/tmp")) / f"rlsim-fuzz-{os.getpid()}"
+TRACE_DIR.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(featured())
+def test_engine_kinds_length_shapes_traces_drain_and_calibration_never_crash_hang_or_lie(case):
+    name, data, folder, features = case
+    try:
+        event(check_one(data, folder, name))
+    except Hang as exc:
+        pytest.fail(f"{name} with {features}: hang ({exc})")
+    except AssertionError as exc:
+        pytest.fail(f"{name} with {features}: {exc}")
+    except Exception as exc:
+        pytest.fail(f"{name} with {features}: {type(exc).__name__}: {exc}")
+
+
+@st.composite
+def mutated_import(draw) -> tuple[str, Path, dict, list]:
+    from fuzz_inputs import IMPORTS, mutate_tree
+
+    framework, path = draw(st.sampled_from(IMPORTS))
+    data, done = draw(mutate_tree(yaml.safe_load(path.read_text())))
+    return framework, path, data, done
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(40), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(mutated_import())
+def test_mutated_framework_configs_import_in_one_line_or_run(case):
+    """An import gives a scenario that validates (and, shrunk, runs cleanly) or one line per problem."""
+    from rlsim.tools.importers.command import run_import
+
+    framework, original, data, mutations = case
+    path = original.parent / f"fuzz{os.getpid()}-{original.name}"  # beside it: its Hydra defaults resolve
+    try:
+        path.write_text(yaml.safe_dump(data, allow_unicode=True))
+        with alarm(RUN_TIMEOUT_S):
+            imported = run_import(framework, path, [])
+    except ScenarioError as exc:
+        assert exc.lines() and all("\n" not in line for line in exc.lines()), exc.lines()
+        event("import refused")
+        return
+    except Hang as exc:
+        pytest.fail(f"{original.name} with {mutations}: import hangs ({exc})")
+    except Exception as exc:
+        pytest.fail(f"{original.name} with {mutations}: {type(exc).__name__}: {exc}")
+    finally:
+        path.unlink(missing_ok=True)
+    ledger = imported.ledger
+    assert set(ledger.used) | set(ledger.ignored) | set(ledger.unknown) == set(ledger.leaves)
+    try:
+        event("imported, then " + check_one(_shrunk(yaml.safe_load(imported.text)), original.parent, "imported.yaml"))
+    except (AssertionError, Hang) as exc:
+        pytest.fail(f"{original.name} with {mutations}, imported: {exc}")
+
+
+@st.composite
+def mutated_log_case(draw):
+    from fuzz_inputs import mutated_log
+
+    return draw(mutated_log())
+
+
+@settings(max_examples=examples(150), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(mutated_log_case())
+def test_mutated_metrics_logs_read_or_refuse_in_one_line(case):
+    from rlsim.tools.calibration.logs import LogError, read_log
+
+    suffix, content, mutations = case
+    path = TRACE_DIR / f"log{suffix}"
+    path.write_bytes(content)
+    try:
+        with alarm(RUN_TIMEOUT_S):
+            logged = read_log(path)
+    except LogError as exc:
+        assert str(exc).startswith(str(path)) and "\n" not in str(exc), (mutations, str(exc))
+        event("log refused")
+        return
+    except Exception as exc:
+        pytest.fail(f"log with {mutations}: {type(exc).__name__}: {exc}")
+    event("log read")
+    means = logged.means()
+    assert means and all(math.isfinite(v) for v in means.values()), (mutations, means)
+    assert all("\n" not in w for w in logged.warnings)
+
+
+@st.composite
+def mutated_space(draw):
+    from fuzz_inputs import SPACES, mutate_tree
+
+    base, space = draw(st.sampled_from(SPACES))
+    data, done = draw(mutate_tree(space))
+    return base, data, done
+
+
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(mutated_space())
+def test_mutated_plan_spaces_enumerate_or_refuse_in_one_line(case):
+    from rlsim.tools.cli.common import resolve_scenario_path
+    from rlsim.tools.plan.candidates import enumerate_candidates
+    from rlsim.tools.plan.space import parse_space
+
+    base, data, mutations = case
+    try:
+        with alarm(RUN_TIMEOUT_S):
+            space = parse_space(data, "space.yaml")
+            path = resolve_scenario_path(base)
+            candidates = enumerate_candidates(read_yaml(path), space, path.parent)
+    except ScenarioError as exc:
+        one_line_each(exc, "space.yaml")
+        event("space refused")
+        return
+    except Hang as exc:
+        pytest.fail(f"{base} space with {mutations}: hang ({exc})")
+    except Exception as exc:
+        pytest.fail(f"{base} space with {mutations}: {type(exc).__name__}: {exc}")
+    statuses = {c.status for c in candidates}
+    assert statuses <= {"feasible", "infeasible", "pruned", "not-sampled"}, statuses
+    event(f"space enumerated ({'some' if 'feasible' in statuses else 'no'} feasible)")

@@ -8,6 +8,7 @@ long-tailed lognormal clipped at max_tokens, prompts spread below their cap).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,7 @@ class Imported:
 def finalize(data: dict, ledger: Ledger, sets: list[str], header: str) -> Imported:
     """Apply `--set` overrides, validate as `rlsim run` would, render the YAML with a header comment."""
     ledger.raise_problems()
+    data["name"] = _plain_name(str(data.get("name", "")))
     try:
         data = apply_overrides(data, sets, source="--set")
         scenario = parse_scenario(data, source=f"{ledger.source} (imported scenario)")
@@ -75,6 +77,12 @@ def finalize(data: dict, ledger: Ledger, sets: list[str], header: str) -> Import
         lines.append("# Assumed (not in the config):")
         lines += [f"#   {a.what}: {show(a.value)}  ({a.flag})" for a in ledger.assumed]
     return Imported(scenario, "\n".join(lines) + "\n" + body, ledger)
+
+
+def _plain_name(stem: str) -> str:
+    """The config file's stem as a scenario name (letters, digits, spaces, . _ + -; a letter or digit first)."""
+    name = re.sub(r"[^A-Za-z0-9 ._+-]", "-", stem).lstrip(" ._+-")[:100].rstrip()
+    return name or "imported"
 
 
 def report_lines(ledger: Ledger) -> list[str]:
