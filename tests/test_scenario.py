@@ -180,7 +180,7 @@ def test_empirical_path_is_relative_to_the_scenario_file(base, tmp_path, monkeyp
 
 def test_unknown_top_level_key(base):
     base["stpes"] = 2
-    assert lines(base) == ["scenario.yaml: stpes: unknown key"]
+    assert lines(base) == ["scenario.yaml: stpes: unknown key: did you mean steps?"]
 
 
 def test_unknown_nested_key(base):
@@ -191,7 +191,8 @@ def test_unknown_nested_key(base):
 def test_unknown_role_has_no_noise_below_it(base):
     base["roles"]["actr"] = {"pool": "gen"}
     assert lines(base) == [
-        "scenario.yaml: roles.actr: unknown key (expected one of actor, rollout, reference, critic, reward)"
+        "scenario.yaml: roles.actr: unknown key (expected one of actor, rollout, reference, critic, reward): "
+        "did you mean actor?"
     ]
 
 
@@ -235,7 +236,8 @@ def test_missing_and_empty_sections(base):
 def test_literal_choice(base):
     base["algorithm"]["kind"] = "ppo2"
     assert lines(base) == [
-        "scenario.yaml: algorithm.kind: must be one of generate, ppo, grpo, dapo, remax, rloo, got 'ppo2'"
+        "scenario.yaml: algorithm.kind: must be one of generate, ppo, grpo, dapo, remax, rloo, got 'ppo2': did you "
+        "mean ppo?"
     ]
 
 
@@ -431,14 +433,15 @@ def test_empirical_csv_problems(base, tmp_path):
 
 def test_override_path_that_does_not_exist(base):
     assert lines(base, ["roles.rollout.engine.gpu_util=0.9", "cluster.pool.gen.nodes=2"]) == [
-        "scenario.yaml: --set cluster.pool.gen.nodes=2: cluster.pool: unknown key",
+        "scenario.yaml: --set cluster.pool.gen.nodes=2: cluster.pool: unknown key: did you mean pools?",
         "scenario.yaml: --set roles.rollout.engine.gpu_util=0.9: roles.rollout.engine.gpu_util: unknown key",
     ]
 
 
 def test_override_mapping_with_unknown_key(base):
     assert lines(base, ["roles.rollout.engine={max_seqs: 4}"]) == [
-        "scenario.yaml: --set roles.rollout.engine={max_seqs: 4}: roles.rollout.engine.max_seqs: unknown key"
+        "scenario.yaml: --set roles.rollout.engine={max_seqs: 4}: roles.rollout.engine.max_seqs: unknown key: did you "
+        "mean max_num_seqs?"
     ]
 
 

@@ -113,7 +113,7 @@ def apply_calibration(data: dict, base_dir: Path | None = None) -> tuple[dict, l
     except ValueError as exc:  # ValidationError is a ValueError
         from rlsim.sim.scenario.messages import model_problems
 
-        problems = (model_problems(exc, raw, ("calibration",)) if isinstance(exc, ValidationError)
+        problems = (model_problems(exc, raw, ("calibration",), root=CalibrationSpec) if isinstance(exc, ValidationError)
                     else [Problem("calibration", str(exc))])
         return {k: v for k, v in data.items() if k != "calibration"}, problems
     problems = [Problem("calibration", line) for line in spec.factor_bounds_ok()]

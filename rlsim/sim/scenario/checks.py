@@ -75,7 +75,7 @@ def _check_pools(scn: Scenario, problems: list[Problem]) -> dict[str, HardwarePr
             from rlsim.sim.scenario.messages import model_problems
 
             for p in model_problems(exc, None, root=HardwareProfile):
-                problems.append(Problem(path, f"hardware profile {pool.hardware!r}: {p.path}: {p.message}"))
+                problems.append(Problem(path, f"invalid hardware profile {pool.hardware!r}: {p.path}: {p.message}"))
         except Exception as exc:  # a broken profile file: say so, never a traceback
             problems.append(Problem(path, f"invalid hardware profile {pool.hardware!r}: {_one_line(exc)}"))
     return profiles

@@ -67,7 +67,7 @@ def parse_scenario(
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        problems += validation_problems(exc, data, anchors)
+        problems += validation_problems(exc, data, anchors, root=Scenario)
         raise ScenarioError(source, _dedupe(problems)) from None
     scenario, checked = resolve_scenario(scenario)  # semantic checks, then the placement applied once
     problems += checked

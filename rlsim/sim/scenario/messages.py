@@ -27,12 +27,12 @@ def _override_problem(override: str, message: str) -> Problem:
 
 
 def model_problems(exc: ValidationError, raw: Any, at: Loc = (), root: type[BaseModel] | None = None) -> list[Problem]:
-    """One Problem per error of a model validated on its own (a `calibration:` block at `at`, a hardware
-    profile with `root` its model): the same wording as every scenario field, paths prefixed with `at`."""
+    """One Problem per error of a model validated on its own (`root`: a `calibration:` block at `at`, a
+    hardware profile): the same wording as every scenario field, paths prefixed with `at`."""
     problems = []
     for err in exc.errors(include_url=False):
         loc = clean_loc(tuple(err["loc"]), raw)
-        message = _message(err) + _suggestion(loc, err, root, at)
+        message = _message(err, root) + _suggestion(loc, err, root)
         problems.append(Problem(format_loc((*at, *loc)), message))
     return _dedupe(problems)
 
@@ -80,7 +80,8 @@ def validation_problems(
 ) -> list[Problem]:
     """One short Problem per pydantic error; unknown keys created by an override name the override.
 
-    `root`: the model validated (default: Scenario), where a misspelt key's known neighbours are looked up.
+    `root`: the model validated (the loader passes Scenario): where a misspelt key's known neighbours and a
+    union's tags are looked up (none: no suggestions).
 
     Errors inside an unknown key (an unknown role's missing fields) are dropped: the key is the problem.
     """
@@ -90,7 +91,7 @@ def validation_problems(
     for loc, err in errors:
         if any(loc[: len(u)] == u and len(loc) > len(u) for u in unknown):
             continue
-        message = _message(err) + _suggestion(loc, err, root)
+        message = _message(err, root) + _suggestion(loc, err, root)
         blamed = next(
             (ov for ov, anchor in anchors if _is_unknown_key(err) and loc[: len(anchor)] == anchor), None
         )
@@ -101,11 +102,11 @@ def validation_problems(
     return problems
 
 
-def _suggestion(loc: Loc, err: Mapping[str, Any], root: type[BaseModel] | None = None, at: Loc = ()) -> str:
+def _suggestion(loc: Loc, err: Mapping[str, Any], root: type[BaseModel] | None = None) -> str:
     """': did you mean X?' for a misspelt key or choice (rlsim/sim/suggest.py), else ''."""
     kind = err["type"]
     if kind == "extra_forbidden" and loc:
-        return did_you_mean(str(loc[-1]), _known_keys(loc[:-1] if root is not None else (*at, *loc[:-1]), root))
+        return did_you_mean(str(loc[-1]), _known_keys(loc[:-1], root))
     if kind == "literal_error":
         choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
         word = loc[-1] if "[key]" in err["loc"] and loc else err.get("input")
@@ -121,9 +122,9 @@ def _suggestion(loc: Loc, err: Mapping[str, Any], root: type[BaseModel] | None =
 
 def _known_keys(loc: Loc, root: type[BaseModel] | None = None) -> list[str]:
     """The field names a mapping at `loc` accepts (every member's, under a union), found in the schema."""
-    from rlsim.sim.scenario.schema import Scenario
-
-    anns: list[Any] = [root if root is not None else Scenario]
+    if root is None:
+        return []
+    anns: list[Any] = [root]
     for part in loc:
         nxt: list[Any] = []
         for ann in anns:
@@ -194,7 +195,7 @@ _EXPECTED = {
 }
 
 
-def _message(err: Mapping[str, Any]) -> str:
+def _message(err: Mapping[str, Any], root: type[BaseModel] | None = None) -> str:
     kind: str = err["type"]
     ctx: Mapping[str, Any] = err.get("ctx") or {}
     got = _show(err.get("input"))
@@ -220,7 +221,7 @@ def _message(err: Mapping[str, Any]) -> str:
         return f"{disc} must be one of {tags}, got {tag}"
     if kind == "union_tag_not_found":
         disc = str(ctx.get("discriminator", "kind")).strip("'")
-        tags = _expected_tags(tuple(err["loc"]), disc)
+        tags = _expected_tags(tuple(err["loc"]), disc, root)
         return f"{disc} required" + (f" (one of {', '.join(tags)})" if tags else "")
     if kind == "too_short":
         n = ctx.get("min_length", 1)
@@ -237,11 +238,11 @@ def _message(err: Mapping[str, Any]) -> str:
     return msg[:1].lower() + msg[1:]
 
 
-def _expected_tags(loc: Loc, disc: str) -> list[str]:
+def _expected_tags(loc: Loc, disc: str, root: type[BaseModel] | None = None) -> list[str]:
     """The tags a discriminated union at `loc` accepts, found by walking the schema (best effort)."""
-    from rlsim.sim.scenario.schema import Scenario
-
-    ann: Any = Scenario
+    if root is None:
+        return []
+    ann: Any = root
     try:
         for part in loc:
             ann = _unwrap(ann)
