@@ -41,7 +41,7 @@ def test_space_errors_are_one_line_each_at_their_path():
         parse_space({"gpu": [], "schedules": [{"kind": "fully-async", "layouts": ["colocate"]}],
                      "search": {"rungs": [3, 1]}}, "space.yaml")
     lines = info.value.lines()
-    assert "space.yaml: gpu: unknown key" in lines
+    assert "space.yaml: gpu: unknown key: did you mean gpus?" in lines
     assert any(line.startswith("space.yaml: schedules[0]:") and "disaggregated" in line for line in lines)
     assert any(line.startswith("space.yaml: search.rungs") or "rungs must be increasing" in line for line in lines)
 

@@ -164,7 +164,7 @@ def test_sweep_file_and_command_line_merge(tmp_path):
     with pytest.raises(SweepError) as exc:
         plan_sweep(sweep)
     assert exc.value.lines() == [
-        f"{sweep}: grd: unknown key (expected one of scenario, grid, zip, seeds, set)",
+        f"{sweep}: grd: unknown key (expected one of scenario, grid, zip, seeds, set): did you mean grid?",
         f"{sweep}: seeds: expected an integer >= 1, got 0",
     ]
 
@@ -190,8 +190,9 @@ def test_bad_input_exit_2_one_line_each_nothing_run(tmp_path):
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert lines == [
         f"{QUICKSTART}: steps: must be > 0, got 0",
-        f"{QUICKSTART}: --grid roles.rollout.paralel.tp: roles.rollout.paralel: unknown key",
-        f"{QUICKSTART}: --grid algorithm.samples_per_promptt: algorithm.samples_per_promptt: unknown key",
+        f"{QUICKSTART}: --grid roles.rollout.paralel.tp: roles.rollout.paralel: unknown key: did you mean parallel?",
+        f"{QUICKSTART}: --grid algorithm.samples_per_promptt: algorithm.samples_per_promptt: unknown key: did you mean "
+        "samples_per_prompt?",
     ]
     res = cli.invoke(
         app,

@@ -29,6 +29,7 @@ import yaml
 
 from rlsim.sim.scenario.errors import Problem, ScenarioError
 from rlsim.sim.scenario.loader import parse_scenario, read_yaml
+from rlsim.sim.suggest import did_you_mean
 from rlsim.tools.sweep.errors import SweepError
 
 SWEEP_FILE_KEYS = ("scenario", "grid", "zip", "seeds", "set")
@@ -154,7 +155,7 @@ def read_sweep_file(path: Path, data: Mapping[str, Any]) -> SweepSpec:
     """`{scenario: path, grid: {key: [..]}, zip: {key: [..]}, seeds: K, set: [..]}`; paths relative to it."""
     src = str(path)
     lines = [
-        f"{src}: {k}: unknown key (expected one of {', '.join(SWEEP_FILE_KEYS)})"
+        f"{src}: {k}: unknown key (expected one of {', '.join(SWEEP_FILE_KEYS)}){did_you_mean(str(k), SWEEP_FILE_KEYS)}"
         for k in data
         if k not in SWEEP_FILE_KEYS
     ]
