@@ -58,8 +58,8 @@ def _checked(ledger: Ledger, key: str, target: str) -> Any:
 
 
 def field_is_count(key: str) -> bool:
-    return key in {k for f in ("nodes", "gpus_per_node", "prompts", "group", "response", "mini_batches", "tokens")
-                   for k in KEYS[f]}
+    counts = ("nodes", "gpus_per_node", "prompts", "group", "response", "prompt", "mini_batches", "tokens")
+    return key in {k for f in counts for k in KEYS[f]}
 
 
 def import_areal(path: Path, overrides: list[str], *, model_config: Path | None = None, gpu: str | None = None,
