@@ -3,8 +3,9 @@
 `validation_residuals.csv` (next to this module) holds one row per predicted row of `rlsim reproduce
 validation` that is an absolute time or rate, with its regime: GPU, model size (B parameters), context
 (prompt + response cap, tokens), schedule family, and its signed error. Each row is a cross-validated
-residual: no constant was fitted to its publication. `rlsim reproduce validation --out DIR` writes
-DIR/validation_residuals.csv; copying it here refreshes the shipped table (a test checks they agree).
+residual: no constant was fitted to its publication. `python -m rlsim.tools.reproduce.validation`
+rewrites this file (as `rlsim reproduce validation --out DIR` writes DIR/validation_residuals.csv);
+a slow test checks that the shipped file agrees with the current table.
 
 For a scenario, each residual's distance to it is: 1 if the GPU differs, plus |log2| of the model-size
 ratio, plus 0.5·|log2| of the context ratio, plus 1 if the schedule family differs. The nearest regime

@@ -305,3 +305,10 @@ def report(out: Path) -> str:
     lines += [f"  {'pass' if r.passed else 'FAIL'}  {r.name}: expected {r.expected}, got {r.simulated}"
               for r in found.itertuples()]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m rlsim.tools.reproduce.validation: refresh the shipped residuals of `rlsim run`
+    from rlsim.tools.report.validation_band import RESIDUALS_CSV
+
+    residuals(validation_tables()[0]).to_csv(RESIDUALS_CSV, index=False)
+    print(f"wrote {RESIDUALS_CSV}")
