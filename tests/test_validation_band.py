@@ -65,3 +65,11 @@ def test_shipped_residuals_and_run_lines():
     assert lines[0].startswith("validation band ± ")
     assert any(ln.startswith("  step time 100.0 s ± ") for ln in lines)
     assert any(ln.startswith("  throughput 1,000.0 tok/s ± ") for ln in lines)
+
+
+def test_component_residuals_do_not_make_the_band():
+    ops = pd.DataFrame([{"name": "op", "source": "s9", "gpu": "h800", "params_b": 7.0, "context": 4000,
+                         "family": "operator", "error_pct": 500.0}])
+    b = band(Regime("h800", 7.0, 4000, "hybridflow"), pd.concat([RES, ops], ignore_index=True))
+    assert b.pct == pytest.approx(math.sqrt((30**2 + 40**2 + 5**2) / 3))
+    assert band(Regime("h800", 7.0, 4000, "hybridflow"), ops) is None

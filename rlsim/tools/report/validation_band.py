@@ -9,7 +9,8 @@ a slow test checks that the shipped file agrees with the current table.
 
 For a scenario, each residual's distance to it is: 1 if the GPU differs, plus |log2| of the model-size
 ratio, plus 0.5·|log2| of the context ratio, plus 1 if the schedule family differs. The nearest regime
-is the rows at the smallest distance, widened to at least `MIN_ROWS` rows; the band is the root mean
+is the rows at the smallest distance, widened to at least `MIN_ROWS` rows (rows of one component, an
+operator or a weight sync, are left out: they are not step times or rates); the band is the root mean
 square of their errors (bias and spread together), applied as ± that percentage to step time and
 throughput alike. Coverage notes say plainly when the scenario lies outside what the measured
 operator profiles and the validated rows cover, one line per reason.
@@ -26,6 +27,8 @@ import pandas as pd
 RESIDUALS_CSV = Path(__file__).with_name("validation_residuals.csv")
 RESIDUAL_COLUMNS = ["name", "source", "gpu", "params_b", "context", "family", "error_pct"]
 MIN_ROWS = 3
+# Residuals of one component (an operator, a weight sync), not of a step or a rate: kept in the table, not banded.
+COMPONENT_FAMILIES = ("operator", "weight-sync")
 # What the measured operator profiles cover (shared/profiles README: Vidur A100/H100, Frontier A800/H800;
 # dense models 2.7B-72B at TP 1/2/4/8; Llama-3.1-405B only as FP8 linear operators on H800).
 PROFILED_GPUS = ("a100-80gb", "h100-sxm", "h800")
@@ -64,6 +67,7 @@ def _distance(r, regime: Regime) -> float:
 def band(regime: Regime, residuals: pd.DataFrame | None = None) -> Band | None:
     """RMS error of the nearest regime's residuals (at least MIN_ROWS rows); None with no residuals."""
     res = load_residuals() if residuals is None else residuals
+    res = res[~res["family"].isin(COMPONENT_FAMILIES)]
     if res.empty:
         return None
     dist = pd.Series([_distance(r, regime) for r in res.itertuples()], index=res.index)
