@@ -1,17 +1,19 @@
 """Every published number rlsim models, against rlsim, and the qualitative findings.
 
 `rlsim reproduce validation --out DIR` writes DIR/table.csv (name, source, cite, quantity, status,
-published, simulated, error_pct, tolerance_pct, within, regression_guard_pct) and DIR/findings.csv
-(name, source, expected, simulated, passed). `source` is a publication key of
-rlsim/tools/reproduce/provenance.py; `status` is derived there: `predicted` only if no constant in the
-project was fitted to any number of that publication (leave one source out), else `fitted`. `quantity`
-is `absolute` (seconds, tokens/s) or `ratio` (of two published numbers). The headline median and max
-|error| are over predicted rows only. Published bounds ("mostly < 300 ms", "flat") are findings,
-scored pass/fail, never as a point error.
+published, simulated, error_pct, tolerance_pct, within, regression_guard_pct, and the regime: gpu,
+params_b, context, family), DIR/findings.csv (name, source, expected, simulated, passed) and
+DIR/validation_residuals.csv (the predicted absolute rows: the residuals of `rlsim run`'s ± band).
+`source` is a publication key of rlsim/tools/reproduce/provenance.py; `status` is derived there:
+`predicted` only if no constant in the project was fitted to any number of that publication (leave
+one source out), else `fitted`. `quantity` is `absolute` (seconds, tokens/s) or `ratio` (of two
+published numbers). The headline median and max |error| are over predicted rows only. Published
+bounds ("mostly < 300 ms", "flat") are findings, scored pass/fail, never as a point error.
 
 `REGRESSION_GUARD_PCT` pins each predicted row family's |error| where it stands today (a test fails
 if any row drifts past it); the targets (median 8%, max 25%) are reported apart: a guard is not a pass.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
