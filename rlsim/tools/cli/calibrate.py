@@ -38,6 +38,8 @@ def calibrate(
         return
     if measurements is None or profile is None:
         fail(["calibrate: give MEASUREMENTS.csv and --profile, or --from-log LOG --scenario SCENARIO"])
+    from pydantic import ValidationError
+
     from rlsim.sim.hardware import load_profile
     from rlsim.tools import calibration as cal
     from rlsim.tools.cli.progress import item_bar
@@ -45,8 +47,15 @@ def calibrate(
     try:
         rows = cal.read_measurements(measurements)
         start = load_profile(profile)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        fail([f"{measurements}: {exc}"])
+    except ValidationError as exc:  # a profile file with a bad number: worded like every scenario field
+        from rlsim.sim.hardware import HardwareProfile
+        from rlsim.sim.scenario.messages import model_problems
+
+        fail([f"--profile {profile}: {p.path}: {p.message}" for p in model_problems(exc, None, root=HardwareProfile)])
+    except KeyError as exc:
+        fail([f"--profile {profile}: {exc.args[0]}"])
+    except (ValueError, FileNotFoundError) as exc:
+        fail([f"{measurements}: {' '.join(str(exc).split())}"])
     chosen = cal.DEFAULT_PARAMS if params is None else tuple(p.strip() for p in params.split(",") if p.strip())
     bad = [p for p in chosen if p not in cal.FITTABLE]
     if bad:
