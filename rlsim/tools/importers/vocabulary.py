@@ -22,6 +22,8 @@ from rlsim.sim.suggest import closest
 
 _FOLDER = Path(__file__).with_name("vocab")
 VERSIONS = {"verl": "verl 0.9.1", "areal": "AReaL 1.0.4", "roll": "ROLL"}
+# Partial vocabularies meet user-named keys (environments, reward workers): only a near miss is a typo.
+PARTIAL_CUTOFF = 0.85
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class Vocabulary:
         for i, part in enumerate(parts):
             if part in self.names or part.isdigit():
                 continue
-            found = closest(part, self.names)
+            found = closest(part, self.names, cutoff=PARTIAL_CUTOFF)
             if found:
                 return f": did you mean {'.'.join([*parts[:i], found[0], *parts[i + 1:]])}?"
             return None
