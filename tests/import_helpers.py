@@ -69,3 +69,36 @@ def refused_in_one_line(runner, app, framework: str, config: Path, overrides: li
     assert len(lines) == 1, lines
     assert lines[0].startswith(str(config)), lines[0]
     return lines[0]
+
+
+def verl_vocabulary(verl_root: Path) -> list[str]:
+    """Every dotted path of verl's composed trainer and recipe configs: rlsim/tools/importers/vocab/verl.txt."""
+    import yaml
+
+    from rlsim.tools.importers.common import flatten
+    from rlsim.tools.importers.hydra import Composer, Resolver
+
+    config = verl_root / "verl" / "trainer" / "config"
+    datas = [yaml.safe_load((config / f"_generated_{name}.yaml").read_text())
+             for name in ("ppo_trainer", "ppo_megatron_trainer", "ppo_torchtitan_trainer", "ppo_veomni_trainer")]
+    for recipe in ("one_step_off_policy/config/one_step_off_ppo_trainer.yaml",
+                   "one_step_off_policy/config/one_step_off_ppo_megatron_trainer.yaml",
+                   "fully_async_policy/config/fully_async_ppo_trainer.yaml",
+                   "fully_async_policy/config/fully_async_ppo_megatron_trainer.yaml"):
+        path = verl_root / "verl" / "experimental" / recipe
+        datas.append(Resolver(Composer(path, [config]).compose({}), str(path)).resolve_all())
+    paths = {"model_engine"}  # the Hydra group choice verl's composed configs carry
+    for data in datas:
+        for key in flatten(data):
+            parts = key.split(".")
+            paths.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return sorted(paths)
+
+
+def areal_vocabulary(areal_root: Path) -> list[str]:
+    """Every field name of AReaL's config dataclasses: rlsim/tools/importers/vocab/areal.txt."""
+    import ast
+
+    tree = ast.parse((areal_root / "areal" / "api" / "cli_args.py").read_text())
+    return sorted({st.target.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for st in node.body
+                   if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)})

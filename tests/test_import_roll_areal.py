@@ -259,3 +259,18 @@ def test_areal_bad_values_exit_2_with_one_line_each(overrides, where, what):
 def test_roll_config_given_to_areal_is_named():
     with pytest.raises(ScenarioError, match="this is a roll config, not areal"):
         run_import("areal", ROLL_JUDGE, [])
+
+
+def test_the_areal_vocabulary_is_areals_own_field_names(areal_default_dump):
+    """The shipped name list is AReaL 1.0.4's (regenerated here); its default config has no unknown key."""
+    from import_helpers import areal_vocabulary
+
+    from rlsim.tools.importers.vocabulary import _FOLDER
+
+    shipped = [ln for ln in (_FOLDER / "areal.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert shipped == areal_vocabulary(fetch_wheel("areal", "1.0.4"))
+    overrides = ["rollout.backend=sglang:d4", "actor.backend=fsdp:d4", "train_dataset.batch_size=32",
+                 "rollout.consumer_batch_size=32", "gconfig.n_samples=4", "gconfig.max_new_tokens=2048",
+                 "actor.gradient_checkpointing=true"]
+    ledger = run_import("areal", areal_default_dump, overrides).ledger
+    assert len(ledger.leaves) > 300 and not ledger.unknown
