@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlsim.tools.importers.common import Ledger
+from rlsim.tools.importers.common import Ledger, show
 from rlsim.tools.importers.draft import Imported, finalize, hardware, workload
 from rlsim.tools.importers.loading import load_hydra_config, require_framework
 from rlsim.tools.importers.roll_extras import agentic, ignore_rest, rewards
@@ -55,7 +55,11 @@ def import_roll(path: Path, overrides: list[str], *, model_config: Path | None =
         lengths = (lengths[0], ledger.int_value("actor_infer.generating_args.max_new_tokens",
                                                 "workload.response_length.max (max_tokens)", default=lengths[1]))
     models = {"policy": _policy_model(ledger, config, model_config)}
-    roles = {WORKERS[w]: _role(ledger, w, placed[WORKERS[w]], lengths) for w in WORKERS if w in config}
+    for worker in WORKERS:
+        if worker in config and not isinstance(config[worker], dict):
+            ledger.error(worker, f"expected a mapping (the worker's settings), got {show(config[worker])}")
+    roles = {WORKERS[w]: _role(ledger, w, placed[WORKERS[w]], lengths) for w in WORKERS
+             if isinstance(config.get(w), dict) and WORKERS[w] in placed}
     if reward_role is not None:
         judge_key = f"rewards.{reward_role.pop('_key')}.model_args.model_name_or_path"
         models["reward"] = model_spec(ledger, judge_key, None, "reward")
@@ -109,6 +113,7 @@ def _policy_model(ledger: Ledger, config: dict, model_config: Path | None) -> di
 def _role(ledger: Ledger, worker: str, placed: dict, lengths) -> dict[str, Any]:
     role = WORKERS[worker]
     strategy = ledger.use(f"{worker}.strategy_args.strategy_name", f"roles.{role} (strategy)")
+    strategy = strategy if strategy is None or isinstance(strategy, str) else show(strategy)  # a list: unknown
     conf = f"{worker}.strategy_args.strategy_config"
     spec: dict[str, Any] = {**placed, "model": "policy"}
     if role == "rollout":

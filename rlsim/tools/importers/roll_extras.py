@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlsim.tools.importers.common import Ledger
+from rlsim.tools.importers.common import Ledger, show
 from rlsim.tools.importers.roll_layout import contiguous, parse_device_mapping
 
 ENGINES = {"vllm": "vllm-v1", "sglang": "sglang-0.4"}
@@ -49,6 +49,7 @@ def rewards(ledger: Ledger, config: dict) -> tuple[dict | None, tuple[int, int] 
 
 def _reward_role(ledger: Ledger, key: str, name: str, extra: dict) -> dict:
     strategy = ledger.use(f"{key}.strategy_args.strategy_name", "roles.reward (judge engine or forward pass)")
+    strategy = strategy if strategy is None or isinstance(strategy, str) else show(strategy)  # a list: unknown
     conf = f"{key}.strategy_args.strategy_config"
     role: dict[str, Any] = {"_key": name, "parallel": {"tp": 1}}
     tp = ledger.int_value(f"{key}.num_gpus_per_worker", "roles.reward.parallel.tp")

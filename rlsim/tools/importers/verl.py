@@ -174,7 +174,7 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
     if name is None or is_missing(name):
         ledger.assume("rollout engine (actor_rollout_ref.rollout.name is ??? in the config)", "generic",
                       "actor_rollout_ref.rollout.name=vllm|sglang, or --set roles.rollout.engine.kind=KIND")
-    elif name in ENGINE_KINDS:
+    elif isinstance(name, str) and name in ENGINE_KINDS:
         engine["kind"] = ENGINE_KINDS[name]
     else:
         ledger.error(f"{R}.name", f"unknown rollout engine {name!r} (rlsim models {', '.join(ENGINE_KINDS)})")
