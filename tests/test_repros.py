@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -302,4 +301,3 @@ def test_every_reproducer_is_covered_here():
     here = Path(__file__).read_text()
     numbers = {p.name[:2] for p in REPROS.iterdir() if p.name[:2].isdigit()}
     assert numbers and all(f"test_{n}" in here for n in numbers), sorted(n for n in numbers if f"test_{n}" not in here)
-    assert sys.version_info >= (3, 11)
