@@ -262,7 +262,7 @@ def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int
     return params * per_param / hw.hbm_bytes_per_s
 
 
-def _rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_budget: int,
+def rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_budget: int,
                opts: PassOptions) -> tuple[float, float]:
     """(compute, pipeline bubble) of one DP rank's pass."""
     if opts.plain:  # the plain 6NT + attention-at-MFU model, exactly as before
@@ -281,7 +281,7 @@ def _slowest_rank(train: bool, mfu: float, model, hw, ranks, tp: int, pp: int, t
     for rank in ranks:
         if len(rank) == 0:
             continue
-        busy = _rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts)
+        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts)
         if worst is None or sum(busy) > sum(worst):
             worst = busy
     return worst

@@ -11,9 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.costs.offload import offload_time
 from rlsim.sim.costs.resharding import weight_broadcast_time
 from rlsim.sim.costs.training import forward_pass_time, train_pass_time
+from rlsim.sim.costs.transition import TransitionSetup
+from rlsim.sim.costs.transition import to_generate as transition_to_generate
+from rlsim.sim.costs.transition import to_train as transition_to_train
 from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
@@ -101,28 +105,25 @@ class RLSchedule(Schedule):
 
     def transition_setup(self):
         """What decides the colocated transition of the actor's weights into the rollout engines."""
-        from rlsim.sim.costs.memory import kv_capacity_tokens
-        from rlsim.sim.costs.transition import TransitionSetup
-
         scn = self.scenario
         actor, rollout = self._role("actor"), self._role("rollout")
         model, hw, eng = scn.models[actor.model], role_hardware(scn, actor), rollout.engine
         gen_tp = rollout.parallel.tp
         kv = kv_capacity_tokens(model, hw, gen_tp, eng.gpu_memory_utilization, eng.activation_reserve_gb * 1e9)
+        sched = scn.schedule
         return TransitionSetup(
-            model=model, hw=hw, sharding=actor.train.sharding, train_tp=actor.parallel.tp, train_pp=actor.parallel.pp,
-            train_dp=self._dp("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"), reshard=getattr(scn.schedule, "reshard", "3d-hybrid-engine"),
-            engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs, max_num_seqs=eng.max_num_seqs,
-            kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
-            sleep_level=getattr(scn.schedule, "engine_sleep_level", 1), host_s=getattr(scn.schedule, "switch_overhead_s", 0.0),
+            model=model, hw=hw, sharding=actor.train.sharding, train_tp=actor.parallel.tp,
+            train_pp=actor.parallel.pp, train_dp=self._dp("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
+            reshard=getattr(sched, "reshard", "3d-hybrid-engine"), engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
+            max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
+            sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
         )
 
     def transition_parts(self, to_generate: bool):
         """Hybrid engine switch by part (rlsim.sim.costs.transition): train->generate or back."""
-        from rlsim.sim.costs.transition import to_generate as forward, to_train as back
-
         setup = self.transition_setup()
-        return forward(setup, self._offload_time("actor")) if to_generate else back(setup, self._offload_time("actor"))
+        offload = self._offload_time("actor")
+        return transition_to_generate(setup, offload) if to_generate else transition_to_train(setup, offload)
 
     def switch_to_generate_time(self) -> float:
         """Hybrid engine: wake the engine, gather and load the new weights, offload what training does not need."""

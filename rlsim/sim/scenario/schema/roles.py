@@ -128,7 +128,9 @@ class TrainSpec(Strict):
         default=None, gt=0, le=MAX_TOKENS,
         description="padded: sequences per micro-batch (verl ppo_micro_batch_size_per_gpu); default: token budget",
     )
-    clip_grad_norm: bool = Field(default=True, description="clip_grad_norm_ before each optimizer step (verl grad_clip 1.0)")
+    clip_grad_norm: bool = Field(
+        default=True, description="clip_grad_norm_ before each optimizer step (verl actor grad_clip 1.0)"
+    )
 
     @property
     def recompute(self) -> str:
