@@ -34,6 +34,8 @@ from rlsim.sim.model_shapes import ModelShape
 # points fix `ceiling * s / (s + h)`: h = 650 tokens, ceiling 0.634 of peak (docs/sources.md §11).
 FA2_HALF_TOKENS = 650.0
 FA2_PEAK_FRACTION = 0.634
+# FA2's backward does 2.5x the forward's FLOPs (it recomputes the attention matrix): forward + backward 3.5x.
+FA2_TRAIN_WORK = 3.5
 # Same paper: FA2 on H100 SXM reaches up to 335 TFLOP/s forward+backward (at 16k: ceiling 348 TFLOP/s).
 FA2_CEILING_FLOPS = 348e12
 
@@ -91,9 +93,14 @@ def attention_flops(model: ModelShape, seq_len_sq_sum: float, train: bool) -> fl
 
 def attention_time(model: ModelShape, hw: HardwareProfile, tokens: float, seq_len_sq_sum: float, gpus: int,
                    train: bool) -> float:
-    """Seconds of causal attention at FA2's per-sequence efficiency: sum_i flops(s_i) / eff(s_i)."""
+    """Seconds of causal attention at FA2's per-sequence efficiency: sum_i work(s_i) / eff(s_i).
+
+    The kernel's work is what FA2's benchmark counts: the forward, and a backward of 2.5x the forward
+    (it recomputes QK^T: five matmuls against two), so a training pass does 3.5x the forward FLOPs.
+    """
     stretched = seq_len_sq_sum + FA2_HALF_TOKENS * tokens
-    return attention_flops(model, stretched, train) / (gpus * attention_ceiling_flops(hw))
+    work = attention_flops(model, stretched, train=False) * (FA2_TRAIN_WORK if train else 1.0)
+    return work / (gpus * attention_ceiling_flops(hw))
 
 
 def layer_params(model: ModelShape) -> float:
@@ -134,7 +141,7 @@ def rank_parts(model: ModelShape, hw: HardwareProfile, seq_lens: np.ndarray, tp:
         parts["attention"] = attention_flops(model, sq, train) / rate
     parts["recompute"] = 0.0
     if train and opts.recompute in ("full", "selective"):
-        fwd_attn = parts["attention"] / 3.0
+        fwd_attn = parts["attention"] / (FA2_TRAIN_WORK if opts.attention else 3.0)
         layers = 2.0 * layer_params(model) * padded_tokens / rate if opts.recompute == "full" else 0.0
         parts["recompute"] = layers + fwd_attn
     parts["logits"] = 0.0
