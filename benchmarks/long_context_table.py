@@ -1,9 +1,9 @@
 """What each long-context mechanism adds to the training side of one RL step (docs/long-context.md).
 
-The case: Qwen2.5-7B GRPO on 8 H100 (one node), verl FSDP (dp 8), a step of 2M trained tokens
-(prompt + response) at mean sequence lengths of 1k, 8k and 32k tokens (lognormal, sigma 0.5, seed 0,
-so the number of sequences is 2M / mean), 4 PPO mini-batches, one epoch, forward passes for the old
-log-probs and the reference, and the colocated train -> generate -> train transition (vLLM v1, TP2).
+The case: Qwen2.5-7B GRPO on 8 H100 (one node), verl FSDP (dp 8), 64 prompts x 8 samples per step
+with sequences (prompt + response) of mean 1k, 8k and 32k tokens (lognormal, sigma 0.5, seed 0,
+clipped to 4x the mean), 4 PPO mini-batches, one epoch, forward passes for the old log-probs and
+the reference, and the colocated train -> generate -> train transition (vLLM v1, TP2).
 
 Each row adds one mechanism on top of the rows above it, so the rows sum to the full model.
 
@@ -25,13 +25,13 @@ from rlsim.sim.costs.transition import TransitionSetup, to_generate, to_train
 from rlsim.sim.hardware import load_profile
 from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
-TOKENS_PER_STEP = 2 * 1024 * 1024
+SEQUENCES = 64 * 8
 LENGTHS = (1024, 8192, 32768)
 DP, MINI_BATCHES = 8, 4
 
 
 def _lengths(mean: int, seed: int = 0) -> np.ndarray:
-    n = TOKENS_PER_STEP // mean
+    n = SEQUENCES
     sigma = 0.5
     mu = np.log(mean) - sigma**2 / 2
     return np.clip(np.random.default_rng(seed).lognormal(mu, sigma, n), 64, 4 * mean).astype(np.int64)
@@ -116,20 +116,16 @@ def _no_logits():
 
 
 @contextlib.contextmanager
-def _mini_batch_balance():
-    """The model before this work: each mini-batch dealt to the ranks on its own, no clip_grad_norm."""
-    from rlsim.sim.schedules import rl_base
+def _plain_passes():
+    """Long-context costs on, but every pass priced by the plain model: rank imbalance and clip alone."""
+    from rlsim.sim.scenario.schema import TrainSpec
 
-    real = rl_base.train_pass_time
-
-    def old(*a, **kw):
-        return real(*a, **{**kw, "balance_scope": "mini_batch", "clip_grad_norm": False})
-
-    rl_base.train_pass_time = old
+    real = TrainSpec.pass_options
+    TrainSpec.pass_options = lambda self, phase, role: lc.PLAIN
     try:
         yield
     finally:
-        rl_base.train_pass_time = real
+        TrainSpec.pass_options = real
 
 
 def areal() -> None:
@@ -142,8 +138,8 @@ def areal() -> None:
     plain = ["roles.actor.train.long_context_costs=false"]
     no_recompute = ["roles.actor.train.activation_recompute=none"]
     runs = [
-        ("plain 6·N·T at MFU (the model before)", plain, (_mini_batch_balance,)),
-        ("+ DP-rank imbalance per mini-batch, clip_grad_norm", plain, ()),
+        ("plain 6·N·T at MFU (the model before)", plain, ()),
+        ("+ DP-rank imbalance per mini-batch, clip_grad_norm", [], (_plain_passes,)),
         ("+ attention at FA2 efficiency", no_recompute, (_no_logits,)),
         ("+ log-probs over the vocabulary (fp32)", no_recompute, ()),
         ("+ activation recompute (full)", [], ()),

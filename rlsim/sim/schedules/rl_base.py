@@ -176,8 +176,9 @@ class RLSchedule(Schedule):
                 model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
                 self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
-                grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role), balance_scope="batch",
-                clip_grad_norm=t.clip_grad_norm,
+                grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
+                balance_scope="batch" if t.long_context_costs else "mini_batch",
+                clip_grad_norm=t.clip_grad_norm and t.long_context_costs,
             )
         return forward_pass_time(
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,

@@ -106,7 +106,9 @@ class TrainSpec(Strict):
         default=True,
         description="Price what long sequences cost beyond 6·N·T: attention at FlashAttention-2's length-dependent "
         "efficiency, log-prob/entropy passes over the vocabulary, activation recompute, padding "
-        "(docs/long-context.md); false: every FLOP at the profile's MFU (the plain model)",
+        "and each optimizer step waiting for its heaviest data-parallel rank (docs/long-context.md); false: the "
+        "plain model (every FLOP at the profile's MFU, each mini-batch balanced across ranks, no clip pass), for "
+        "profiles whose MFU was fitted to a published step under it",
     )
     activation_recompute: Literal["auto", "full", "selective", "none"] = Field(
         default="auto",
