@@ -8,7 +8,8 @@ the reference, and the colocated train -> generate -> train transition (vLLM v1,
 Each row adds one mechanism on top of the rows above it, so the rows sum to the full model.
 
     PYTHONPATH=. python benchmarks/long_context_table.py            # the 1k / 8k / 32k table
-    PYTHONPATH=. python benchmarks/long_context_table.py --areal    # AReaL Fig. 5c at eta = 0, by mechanism
+    PYTHONPATH=. python benchmarks/long_context_table.py --areal    # AReaL Fig. 5c, by mechanism (~5 min)
+    PYTHONPATH=. python benchmarks/long_context_table.py --transition  # the colocated transition, 7B to 70B
 """
 
 from __future__ import annotations
@@ -67,6 +68,32 @@ def transition_seconds(model, hw) -> dict[str, float]:
     for k, v in to_train(setup).items():
         parts[k] += v
     return parts
+
+
+TRANSITION_CASES = (  # (label, preset, sharding, train tp, train dp, gen tp, GPUs per node)
+    ("Qwen2.5-7B, FSDP on 8 GPUs -> TP2", "qwen2.5-7b", "fsdp", 1, 8, 2, 8),
+    ("Qwen2.5-32B, FSDP on 16 GPUs (2 nodes) -> TP4", "qwen2.5-32b", "fsdp", 1, 16, 4, 8),
+    ("Llama-3-70B, FSDP on 16 GPUs (2 nodes) -> TP8", "llama-3-70b", "fsdp", 1, 16, 8, 8),
+    ("Llama-3-70B, Megatron TP8 x DP2 -> TP8", "llama-3-70b", "megatron", 8, 2, 8, 8),
+)
+
+
+def print_transitions() -> None:
+    """The colocated transition by part, train -> generate -> train, on H100 (vLLM v1, sleep level 1)."""
+    hw = load_profile("h100-sxm")
+    names = ("wake", "gather", "load", "graphs", "host", "sleep")
+    print("| case | " + " | ".join(names) + " | total s |")
+    print("|---|" + "---:|" * (len(names) + 1))
+    for label, preset, sharding, tp, dp, gen_tp, gpn in TRANSITION_CASES:
+        model = ModelShape(**resolve_preset(preset))
+        kv = 0.5 * hw.hbm_bytes - model.weight_bytes_total / gen_tp - 1e9
+        setup = TransitionSetup(
+            model=model, hw=hw, sharding=sharding, train_tp=tp, train_pp=1, train_dp=dp, gen_tp=gen_tp,
+            gpus_per_node=gpn, reshard="3d-hybrid-engine", engine_kind="vllm-v1", cuda_graphs=True,
+            max_num_seqs=256, kv_pool_bytes_per_gpu=kv, sleep_level=1, host_s=0.295,
+        )
+        parts = {k: a + b for (k, a), (_, b) in zip(to_generate(setup).items(), to_train(setup).items(), strict=True)}
+        print(f"| {label} | " + " | ".join(f"{parts[n]:.2f}" for n in names) + f" | {sum(parts.values()):.2f} |")
 
 
 def table() -> list[tuple[str, list[float]]]:
@@ -163,5 +190,7 @@ def areal() -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--areal", action="store_true", help="AReaL Fig. 5c (eta = 0) by mechanism")
-    (areal if ap.parse_args().areal else print_table)()
+    ap.add_argument("--areal", action="store_true", help="AReaL Fig. 5c (eta = 0 and inf) by mechanism")
+    ap.add_argument("--transition", action="store_true", help="the colocated transition by part, 7B to 70B")
+    args = ap.parse_args()
+    (areal if args.areal else print_transitions if args.transition else print_table)()
