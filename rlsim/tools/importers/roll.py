@@ -181,6 +181,11 @@ def _algorithm(ledger: Ledger, roles: dict, ranges: dict, extra: dict, counts) -
     epochs = ledger.int_value("ppo_epochs", "algorithm.epochs", default=1) or 1
     actor = roles["actor"]
     dp = ranges["actor"][1] // (actor["parallel"]["tp"] * actor["parallel"]["pp"])
+    if dp < 1:
+        ledger.error("actor_train.strategy_args.strategy_config.tensor_model_parallel_size",
+                     f"tensor × pipeline parallel = {actor['parallel']['tp']} × {actor['parallel']['pp']} is more than "
+                     f"the actor's {ranges['actor'][1]} GPUs")
+        dp = 1
     t = "actor_train.training_args"
     per_gpu = ledger.int_value(f"{t}.per_device_train_batch_size", "algorithm.mini_batches (samples per update)",
                                default=1) or 1
