@@ -28,8 +28,8 @@ from rlsim.tools.plan.layouts import (
     single_pool_layouts,
 )
 from rlsim.tools.plan.space import ScheduleOption, Space, TrainConfig
-from rlsim.tools.plan.steady_state import steady_state_warmup
 from rlsim.tools.sweep.grid import format_value
+from rlsim.tools.sweep.steady_state import steady_state_warmup
 
 
 @dataclass
