@@ -82,6 +82,10 @@ def load(scenario: str, overrides: list[str] | None):
         scn = load_scenario(resolve_scenario_path(scenario), overrides or [])
     except ScenarioError as exc:
         fail(exc.lines())
+    from rlsim.sim.scenario.sanity import sanity_warnings
+
+    for line in sanity_warnings(scn):  # valid, but an implausible magnitude: say so, run anyway
+        err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     scn, note = steady_scenario(scn, overrides)  # asynchronous runs measure steady state by default
     if note:
         err.print(note, markup=False, highlight=False, soft_wrap=True)
