@@ -216,18 +216,38 @@ def validation_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, found
 
 
+def plot_errors(table: pd.DataFrame):
+    """Error of each validation row (predicted and fitted apart), with the target band."""
+    import matplotlib.pyplot as plt
+
+    rows = table.sort_values(["status", "error_pct"])
+    fig, ax = plt.subplots(figsize=(7, 0.22 * len(rows) + 1.5))
+    colors = ["#4C72B0" if s == "predicted" else "0.7" for s in rows["status"]]
+    ax.barh(range(len(rows)), rows["error_pct"], color=colors)
+    ax.set_yticks(range(len(rows)), [str(n)[:60] for n in rows["name"]], fontsize=6)
+    for edge in (-TARGET_PCT, TARGET_PCT):
+        ax.axvline(edge, color="crimson", lw=0.8, ls="--")
+    ax.set_xlabel(f"rlsim vs published (%); dashed: ±{TARGET_PCT:.0f}% target; grey: fitted rows")
+    ax.set_title("Validation against published figures")
+    fig.tight_layout()
+    return fig
+
+
 def report(out: Path) -> str:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table, found = validation_tables()
     table.to_csv(out / "table.csv", index=False)
     found.to_csv(out / "findings.csv", index=False)
+    from rlsim.tools.report.style import save_figure
+
+    save_figure(plot_errors(table), out / "errors.png")
     pred = table[table["status"] == "predicted"]
     err = pred["error_pct"].abs()
     lines = [f"validation: {len(pred)} predicted rows: median |error| {err.median():.1f}%, max {err.max():.1f}%, "
              f"{int(pred['within'].sum())}/{len(pred)} within {TARGET_PCT:.0f}%; "
              f"bounds and findings {int(found['passed'].sum())}/{len(found)} hold; "
-             f"{len(table) - len(pred)} fitted rows listed apart"]
+             f"{len(table) - len(pred)} fitted rows listed apart; wrote errors.png"]
     lines.append("predicted:")
     lines += [f"  {r.error_pct:+7.1f}%  {r.name}" for r in pred.itertuples()]
     lines.append("fitted (set a constant; not counted):")
