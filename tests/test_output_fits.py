@@ -49,3 +49,20 @@ def test_validation_figure_draws_predicted_and_fitted_rows(tmp_path):
     fig = plot_errors(table)
     assert len(fig.axes[0].patches) == 3
     assert save_figure(fig, tmp_path / "errors.png").stat().st_size > 5_000
+
+
+def test_sweep_figures_show_fractions_in_percent():
+    import pandas as pd
+
+    from rlsim.tools.sweep.plot import plot_pareto, plot_sweep
+
+    df = pd.DataFrame({"eta": [1, 2, 4, 8], "gpu_idle_fraction": [0.1, 0.2, 0.3, 0.4],
+                       "throughput_tokens_per_s": [1e4, 2e4, 2.5e4, 2.6e4], "error": [None] * 4})
+    fig = plot_sweep(df, "eta", "gpu_idle_fraction")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert labels and all(t.endswith("%") for t in labels), labels
+    fig = plot_pareto(df, "gpu_idle_fraction", "throughput_tokens_per_s", maximize=(False, True))
+    fig.canvas.draw()
+    xlabels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert xlabels and all(t.endswith("%") for t in xlabels) and len(xlabels) <= 8, xlabels
