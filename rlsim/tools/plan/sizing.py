@@ -214,22 +214,24 @@ def size_one(base: dict, base_dir: Path, space: Space, hardware: str, most: int,
         why, memory = ("", False) if ranking else _why_not(cands, result.evaluations, target)
         sizing.tries.append(SizeTry(gpus, cands, ranking, result.evaluations, why, memory))
         if ranking:
-            sizing.band = seed_band(cands[ranking[0].candidate], ranking[0].steps, base_dir, seed)
+            sizing.band = seed_band(cands[ranking[0].candidate], ranking[0], base_dir, seed)
             break
     return sizing
 
 
-def seed_band(cand: Candidate, steps: int, base_dir: Path, seed: int) -> dict[str, float]:
-    """Throughput, step time and $/M tokens of the answer over SEED_REPLICATES seeds: mean and 95% half-width."""
+def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int) -> dict[str, float]:
+    """Throughput, step time and $/M tokens of the answer over SEED_REPLICATES seeds (its own evaluation is the
+    first): mean and 95% half-width (report/uncertainty.py)."""
     import pandas as pd
 
     from rlsim.tools.report.uncertainty import mean_interval
     from rlsim.tools.sweep.runner import PointTask, run_points
 
-    tasks = [PointTask(i, f"band-{i}", {**cand.data, "steps": steps}, cand.label, str(base_dir), (), seed + i)
-             for i in range(SEED_REPLICATES)]
+    tasks = [PointTask(i, f"band-{i}", {**cand.data, "steps": first.steps}, cand.label, str(base_dir), (), seed + i)
+             for i in range(1, SEED_REPLICATES)]
     keys = ("throughput_tokens_per_s", "step_time_s", "cost_per_million_tokens_usd")
-    rows = [{k: r["summary"].get(k) for k in keys} for r in run_points(tasks) if r["summary"] is not None]
+    summaries = [first.summary] + [r["summary"] for r in run_points(tasks) if r["summary"] is not None]
+    rows = [{k: s.get(k) for k in keys} for s in summaries]
     if len(rows) < 2:
         return {}
     stats = mean_interval(pd.DataFrame(rows).astype(float))

@@ -146,7 +146,7 @@ def _answer_text(sz: Sizing, short: bool = False) -> str:
     c = ans.candidates[e.candidate]
     cost = s.get("cost_per_million_tokens_usd")
     money = "" if cost is None else f" at ${cost:.3f} per million tokens"
-    head = f"{ans.gpus} {sz.hardware}" if short else f"{sz.hardware}: {ans.gpus} GPUs"
+    head = f"{ans.gpus} GPUs" if short else f"{sz.hardware}: {ans.gpus} GPUs"
     return f"{head}, {short_layout(c)}, {s['throughput_tokens_per_s']:,.0f} tokens/s{money}"
 
 
