@@ -118,6 +118,7 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
     if trajs is not None:
         summary.update(_waste(trajs, timeline))
+    summary.update(_efficiency(scenario, steps, timeline, collector.engines, samples))
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,
@@ -150,6 +151,16 @@ def _require_finite(scenario: Scenario, summary: dict, steps: pd.DataFrame) -> N
         raise ScenarioError(f"scenario {scenario.name!r}", [Problem(bad[0], (
             f"the simulation produced {summary.get(bad[0], 'inf or NaN')} ({len(bad)} number(s) in all): an input "
             "is beyond what can be simulated (look at its extreme bandwidths, sizes, efficiencies and lengths)"))])
+
+
+def _efficiency(scenario: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame, engines, samples) -> dict:
+    """Tail share and MFU/MBU of RL runs (rlsim/sim/results/efficiency.py); none for generation-only runs."""
+    from rlsim.sim.results.efficiency import efficiency
+    from rlsim.sim.results.metrics import measured_window
+
+    if scenario.schedule.kind == "generation-only" or steps.empty:
+        return {}
+    return efficiency(scenario, steps, timeline, _engine_stats(engines), samples, *measured_window(steps))
 
 
 def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame) -> dict:
