@@ -112,13 +112,13 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     summary = summarize(scenario, steps, timeline, collector.staleness_values())
     summary.update(collector.token_totals)
     summary.update(collector.outcome_counts())
-    _require_finite(scenario, summary, steps)
     samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
     tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
     if trajs is not None:
         summary.update(_waste(trajs, timeline))
     summary.update(_efficiency(scenario, steps, timeline, collector.engines, samples))
+    _require_finite(scenario, summary, steps)
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,
