@@ -427,8 +427,7 @@ class FullyAsyncSchedule(RLSchedule):
         self.multi_version += multi
         self.trained_tokens += int(generated.sum())
         # Rewards were computed per sample during rollout (rule workers or the judge engines).
-        skip = ("reward",) if self.spec.recompute_logprob else ("reward", "old_log_prob")
-        return Batch(prompt, response, [s.sid for s in samples], skip, {
+        return Batch(prompt, response, [s.sid for s in samples], ("reward",), {
             "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
             "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
             "samples/multi_version": multi,

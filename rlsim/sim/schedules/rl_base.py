@@ -274,7 +274,10 @@ class RLSchedule(Schedule):
         policy version moves on, then whatever follows an update (a weight sync) runs."""
         timing: dict[str, float] = {}
         batch = yield from self.rollout(step, timing)
-        yield from self.train_batch(batch.prompt + batch.response, timing, skip=batch.skip)
+        skip = batch.skip
+        if not getattr(self.scenario.schedule, "recompute_logprob", True):  # log-probs came with the tokens
+            skip = (*skip, "old_log_prob")
+        yield from self.train_batch(batch.prompt + batch.response, timing, skip=skip)
         for sample_id in batch.sample_ids:  # trained at the trainer's current version (per-sample staleness)
             self.collector.sample_trained(sample_id, step, self.env.policy_version)
         self.env.policy_version += 1

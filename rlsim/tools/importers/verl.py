@@ -254,11 +254,21 @@ def _reward(ledger: Ledger, roles: dict, models: dict, algo: dict, pools: dict, 
     algo.pop("rule_reward_workers", None)
 
 
+def _rollout_logprobs(ledger: Ledger, schedule: dict[str, Any]) -> None:
+    """Training on the engine's log-probs (no old_log_prob pass), in every schedule verl runs."""
+    bypass = ledger.flag(f"{A}.use_rollout_log_probs", "schedule.recompute_logprob = not this")
+    bypass = ledger.flag("algorithm.rollout_correction.bypass_mode", "schedule.recompute_logprob = not this") \
+        or bypass
+    if bypass is not None:
+        schedule["recompute_logprob"] = not bypass
+
+
 def _schedule(ledger: Ledger, kind: str, engines: int) -> dict[str, Any]:
     schedule: dict[str, Any] = {"kind": kind}
     bucket = ledger.use(f"{R}.checkpoint_engine.update_weights_bucket_megabytes", "schedule.weight_sync_bucket_mb")
     if bucket is not None:
         schedule["weight_sync_bucket_mb"] = bucket
+    _rollout_logprobs(ledger, schedule)
     if kind == "hybridflow":
         if ledger.use("actor_rollout_ref.hybrid_engine", "schedule.placement = colocate") is False:
             ledger.error("actor_rollout_ref.hybrid_engine", "false needs a separate rollout pool: import the "
@@ -283,11 +293,6 @@ def _schedule(ledger: Ledger, kind: str, engines: int) -> dict[str, Any]:
     if partial is not None:
         schedule["partial_rollout"] = partial
     schedule["ppo_mini_batch_size"] = ledger.peek(f"{A}.ppo_mini_batch_size")
-    bypass = ledger.flag(f"{A}.use_rollout_log_probs", "schedule.recompute_logprob = not this")
-    bypass = ledger.flag("algorithm.rollout_correction.bypass_mode", "schedule.recompute_logprob = not this") \
-        or bypass
-    if bypass is not None:
-        schedule["recompute_logprob"] = not bypass
     per_replica = ledger.int_value(f"{at}.concurrent_samples_per_replica", "schedule.max_concurrent_rollouts")
     if per_replica is not None and per_replica != 16:
         schedule["max_concurrent_rollouts"] = per_replica * engines

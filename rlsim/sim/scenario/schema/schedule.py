@@ -16,6 +16,21 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
 
+# ---------------------------------------------------------------- shared knobs
+
+
+class RolloutLogprobKnob(Strict):
+    """Where the old-policy log-probs come from: an actor forward pass, or the rollout engine itself."""
+
+    recompute_logprob: bool = Field(
+        default=True,
+        description="true: an actor forward pass over the batch computes the old-policy log-probs (verl's "
+        "old_log_prob phase; AReaL's proximal log-probs in decoupled PPO). false: train on the log-probs the "
+        "inference engine returned with each token (verl actor.use_rollout_log_probs / rollout_correction "
+        "bypass_mode, AReaL recompute_logprob: false); the old_log_prob phase is then absent from the step",
+    )
+
+
 # ---------------------------------------------------------------- schedule
 
 
@@ -28,7 +43,7 @@ class GenerationOnlySpec(Strict):
     )
 
 
-class HybridFlowSpec(Strict):
+class HybridFlowSpec(RolloutLogprobKnob):
     """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
 
     `placement` is a shortcut that carves one hardware pool into resource pools (verl's
@@ -63,7 +78,7 @@ class HybridFlowSpec(Strict):
     )
 
 
-class OneStepOffSpec(Strict):
+class OneStepOffSpec(RolloutLogprobKnob):
     """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
 
     The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
@@ -78,7 +93,7 @@ class OneStepOffSpec(Strict):
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
 
-class FullyAsyncSpec(Strict):
+class FullyAsyncSpec(RolloutLogprobKnob):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -130,11 +145,6 @@ class FullyAsyncSpec(Strict):
         "output (abort-resume, verl partial_rollout), are aborted and restarted from scratch (abort-discard), or "
         "run to completion before the weights load while nothing new is admitted (drain, AReaL's "
         "non-interruptible baseline; verl partial_rollout: false). Default with staleness_threshold: abort-resume",
-    )
-    recompute_logprob: bool = Field(
-        default=True,
-        description="Decoupled PPO: an extra actor forward pass for proximal log-probs (AReaL). verl fully_async's "
-        "shipped config trains on the rollout's log-probs (bypass_mode): set false to match it",
     )
     staleness_threshold: float | None = Field(
         default=None, ge=0,
@@ -239,7 +249,7 @@ def _knob_error(field: str, value, message: str):
     raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
-class RollSpec(Strict):
+class RollSpec(RolloutLogprobKnob):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
@@ -265,7 +275,6 @@ class RollSpec(Strict):
         description="Extra groups allowed in flight"
     )
     interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
-    recompute_logprob: bool = Field(default=True, description="Old log-probs from an actor forward pass")
     weight_sync_bucket_mb: float = Field(default=2048, gt=0)
     dispatch: Literal["least-loaded"] = "least-loaded"
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
