@@ -28,6 +28,10 @@ CASES = {
     "fully-async": ("scenarios/async/areal-1.5b-h800.yaml", SMALL),
     "roll": ("scenarios/roll/rlvr-qwen2.5-7b-async.yaml", SMALL),
     "agentic-fully-async": ("scenarios/agentic/tool-latency-base.yaml", ["steps=2", "warmup_steps=1"]),
+    # The schedules of docs/schedules-2026.md.
+    "one-step-off-rollout-logprobs": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml",
+                                      ["schedule.recompute_logprob=false", *SMALL]),
+    "hybridflow-lora": ("scenarios/sync/grpo-lora.yaml", SMALL),
 }
 
 

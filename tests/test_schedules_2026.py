@@ -60,3 +60,67 @@ def test_verl_import_maps_rollout_log_probs_for_the_synchronous_trainer():
     assert imported.scenario.schedule.kind == "hybridflow"
     assert imported.scenario.schedule.recompute_logprob is False
     assert imported.ledger.used["algorithm.rollout_correction.bypass_mode"].startswith("schedule.recompute")
+
+
+# ---------------------------------------------------------------- LoRA RL
+
+
+def test_lora_sync_moves_the_adapter_bytes_only():
+    """One-step-off (an NCCL broadcast each step): the sync moves r x (d_in + d_out) per adapted module."""
+    from rlsim.sim.costs.lora import adapter_bytes
+    from rlsim.sim.costs.resharding import weight_broadcast_time
+    from rlsim.sim.engine.fleet import role_hardware
+
+    path = "scenarios/async/verl-dapo-7b-h20-one-step-off.yaml"
+    lora = run(path, "schedule.lora.rank=32")
+    full = run(path)
+    scn = lora.scenario
+    model = scn.models[scn.roles["actor"].model]
+    adapter = adapter_bytes(model, 32)
+    # Every linear layer of a layer: 32 x (d_in + d_out) parameters, written out by hand for q, k, v, o, gate, up, down.
+    h, q, kv, f = model.hidden, model.heads * model.d_head, model.kv_heads * model.d_head, model.ffn
+    by_hand = model.layers * 32 * ((h + q) + 2 * (h + kv) + (q + h) + 2 * (h + f) + (f + h)) * model.weight_bytes
+    assert adapter == by_hand
+    assert (lora.steps["weight_sync/bytes"] == adapter).all()  # one sync per step, the adapter and nothing else
+    assert adapter < 0.03 * model.weight_bytes_total and "weight_sync/bytes" not in full.steps.columns
+    # The broadcast takes what moving those bytes takes, far less than moving the full weights.
+    hw_a, hw_r = role_hardware(scn, scn.roles["actor"]), role_hardware(scn, scn.roles["rollout"])
+    expect = weight_broadcast_time(adapter, min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s), scn.role_gpus("rollout"),
+                                   max(hw_a.collective_latency_s, hw_r.collective_latency_s),
+                                   scn.schedule.weight_sync_bucket_mb * 1e6)
+    assert lora.steps["timing_s/sync_rollout_weights"].to_numpy() == pytest.approx(expect, rel=1e-9)
+    assert (lora.steps["timing_s/sync_rollout_weights"] < 0.05 * full.steps["timing_s/sync_rollout_weights"]).all()
+
+
+def test_lora_update_skips_the_base_weight_gradients_and_engines_pay_the_lora_kernels():
+    from rlsim.sim.costs.lora import lora_step_overhead_s
+
+    lora = run("scenarios/sync/grpo-lora.yaml", small=["steps=1", "warmup_steps=0"])
+    full = run("scenarios/sync/grpo-lora.yaml", "schedule.lora=null", small=["steps=1", "warmup_steps=0"])
+    ratio = float(lora.steps["timing_s/update_actor"].iloc[0] / full.steps["timing_s/update_actor"].iloc[0])
+    # 6N -> 4N per token (attention unchanged, adapters ~1% of N): about 2/3, and the optimizer shrinks too.
+    assert 0.6 < ratio < 0.72, ratio
+    # Same seed, same lengths: generation is slower only by the per-step LoRA kernels.
+    assert (lora.steps["response_tokens"] == full.steps["response_tokens"]).all()
+    assert float(lora.steps["timing_s/gen"].iloc[0]) > float(full.steps["timing_s/gen"].iloc[0])
+    scn = lora.scenario
+    ro = scn.roles["rollout"]
+    from rlsim.sim.engine.fleet import role_hardware
+
+    hw = role_hardware(scn, ro)
+    per_step = lora_step_overhead_s(scn.models[ro.model], hw, ro.parallel.tp, 32, "all-linear", 4e-6)
+    assert per_step == pytest.approx(2 * 4 * 28 * 4e-6 + 80_740_352 * 2 / 2 / 3.35e12, rel=0.05)  # 28 layers (7B)
+
+
+def test_lora_store_sync_needs_a_bandwidth_and_verl_import_maps_lora_rank():
+    from import_helpers import fetch_wheel
+
+    from rlsim.sim.scenario.errors import ScenarioError
+    from rlsim.tools.importers.command import run_import
+
+    with pytest.raises(ScenarioError, match="store_gb_per_s"):
+        load_scenario(ROOT / "scenarios/sync/grpo-lora.yaml", ["schedule.lora.sync=store"])
+    cfg = fetch_wheel("verl", "0.9.1") / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    imported = run_import("verl", cfg, ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=64"])
+    assert imported.scenario.schedule.lora.rank == 64 and imported.scenario.schedule.lora.targets == "all-linear"
+    assert run_import("verl", cfg, ["actor_rollout_ref.rollout.name=vllm"]).scenario.schedule.lora is None

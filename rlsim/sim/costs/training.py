@@ -70,13 +70,15 @@ def grad_allreduce_time(
     dp: int,
     gpus_per_node: int,
     grad_bytes: float = 2.0,
+    params: float | None = None,
 ) -> float:
     """Ring all-reduce of each rank's gradient shard (grad_bytes*N/(tp*pp)) across its dp peers.
 
     The dp group is strided by tp*pp, so it leaves the node (and drops to NIC bandwidth) as soon as
-    the whole tp*pp*dp job does. N counts every expert: all of them have gradients.
+    the whole tp*pp*dp job does. N counts every expert: all of them have gradients (`params`: only
+    these have gradients, e.g. LoRA adapters).
     """
-    size = grad_bytes * model.params / (tp * pp)
+    size = grad_bytes * (model.params if params is None else params) / (tp * pp)
     bw = ring_bandwidth_bytes_per_s(hw, tp * pp * dp, gpus_per_node)
     return allreduce_time(size, dp, bw, hw.collective_latency_s)
 
@@ -237,9 +239,12 @@ def micro_batch_count(rank_tokens: float, token_budget: int) -> int:
     return max(1, math.ceil(rank_tokens / token_budget))
 
 
-def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool) -> float:
-    """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded)."""
-    params = model.params / (tp * pp) / (dp if sharded else 1)
+def optimizer_step_time(
+    model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool, params: float | None = None
+) -> float:
+    """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded);
+    `params`: the trained parameters when not all of the model's are (LoRA adapters)."""
+    params = (model.params if params is None else params) / (tp * pp) / (dp if sharded else 1)
     return params * ADAM_STEP_BYTES_PER_PARAM / hw.hbm_bytes_per_s
 
 
@@ -289,17 +294,20 @@ def train_pass_time(
     shard_optimizer: bool = True,
     gpus_per_node: int = 8,
     grad_bytes: float = 2.0,
+    flops_fn=training_flops,
+    trained_params: float | None = None,
 ) -> float:
     """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
 
     `grad_bytes`: DP traffic per parameter as an equivalent all-reduce (TrainSpec.grad_comm_bytes_per_param).
+    `flops_fn` and `trained_params` price a partial update (LoRA adapters over a frozen base: costs/lora.py).
     """
-    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes)
-    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer)
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes, trained_params)
+    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, trained_params)
     seq_lens = np.asarray(seq_lens)
     total = 0.0
     for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance):
-        worst = _slowest_rank(training_flops, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
+        worst = _slowest_rank(flops_fn, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
                               token_budget)
         if worst is None:
             continue

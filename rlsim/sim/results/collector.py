@@ -49,6 +49,7 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("samples/dropped_stale", "samples", CUMULATIVE, "samples dropped for exceeding the staleness bound"),
     Column("trainer/prompt_groups", "groups", PER_STEP, "prompt groups the trainer consumed"),
     Column("trainer/optimizer_updates", "count", PER_STEP, "optimizer updates of the step"),
+    Column("weight_sync/bytes", "bytes", PER_STEP, "bytes the step's weight syncs moved (LoRA runs: the adapter)"),
     Column("trainer/idle_ratio", "fraction", LABEL, "share of the step the trainer waited for rollouts"),
 )}
 

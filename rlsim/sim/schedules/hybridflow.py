@@ -30,6 +30,7 @@ class HybridFlowSchedule(RLSchedule):
         if env.rl_step > 0 or self.hybrid:
             if self.hybrid:
                 yield env.timeout(self.switch_to_generate_time())
+                self.synced_bytes += self.sync_bytes()
                 self._busy("actor", "actor", "switch", start)
             else:
                 yield from self.broadcast_weights()

@@ -263,12 +263,23 @@ def _rollout_logprobs(ledger: Ledger, schedule: dict[str, Any]) -> None:
         schedule["recompute_logprob"] = not bypass
 
 
+def _lora(ledger: Ledger, schedule: dict[str, Any]) -> None:
+    """actor_rollout_ref.model.lora_rank > 0: LoRA RL (the adapters' rank and which modules they adapt)."""
+    rank = ledger.int_value("actor_rollout_ref.model.lora_rank", "schedule.lora.rank", minimum=0)
+    if not rank:
+        return
+    targets = ledger.use("actor_rollout_ref.model.target_modules", "schedule.lora.targets", default="all-linear")
+    mlp = targets == "all-linear" or any(m in str(targets) for m in ("gate", "up_proj", "down_proj", "fc"))
+    schedule["lora"] = {"rank": rank, "targets": "all-linear" if mlp else "attention"}
+
+
 def _schedule(ledger: Ledger, kind: str, engines: int) -> dict[str, Any]:
     schedule: dict[str, Any] = {"kind": kind}
     bucket = ledger.use(f"{R}.checkpoint_engine.update_weights_bucket_megabytes", "schedule.weight_sync_bucket_mb")
     if bucket is not None:
         schedule["weight_sync_bucket_mb"] = bucket
     _rollout_logprobs(ledger, schedule)
+    _lora(ledger, schedule)
     if kind == "hybridflow":
         if ledger.use("actor_rollout_ref.hybrid_engine", "schedule.placement = colocate") is False:
             ledger.error("actor_rollout_ref.hybrid_engine", "false needs a separate rollout pool: import the "

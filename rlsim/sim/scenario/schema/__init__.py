@@ -66,3 +66,7 @@ from rlsim.sim.scenario.schema.schedule import (  # noqa: F401
     ScheduleSpec,
     _knob_error,
 )
+from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
+    LoraSpec,
+    TrainingOptions,
+)

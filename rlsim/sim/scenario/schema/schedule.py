@@ -15,21 +15,7 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
-
-# ---------------------------------------------------------------- shared knobs
-
-
-class RolloutLogprobKnob(Strict):
-    """Where the old-policy log-probs come from: an actor forward pass, or the rollout engine itself."""
-
-    recompute_logprob: bool = Field(
-        default=True,
-        description="true: an actor forward pass over the batch computes the old-policy log-probs (verl's "
-        "old_log_prob phase; AReaL's proximal log-probs in decoupled PPO). false: train on the log-probs the "
-        "inference engine returned with each token (verl actor.use_rollout_log_probs / rollout_correction "
-        "bypass_mode, AReaL recompute_logprob: false); the old_log_prob phase is then absent from the step",
-    )
-
+from rlsim.sim.scenario.schema.schedule_options import TrainingOptions
 
 # ---------------------------------------------------------------- schedule
 
@@ -43,7 +29,7 @@ class GenerationOnlySpec(Strict):
     )
 
 
-class HybridFlowSpec(RolloutLogprobKnob):
+class HybridFlowSpec(TrainingOptions):
     """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
 
     `placement` is a shortcut that carves one hardware pool into resource pools (verl's
@@ -78,7 +64,7 @@ class HybridFlowSpec(RolloutLogprobKnob):
     )
 
 
-class OneStepOffSpec(RolloutLogprobKnob):
+class OneStepOffSpec(TrainingOptions):
     """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
 
     The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
@@ -93,7 +79,7 @@ class OneStepOffSpec(RolloutLogprobKnob):
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
 
-class FullyAsyncSpec(RolloutLogprobKnob):
+class FullyAsyncSpec(TrainingOptions):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -249,7 +235,7 @@ def _knob_error(field: str, value, message: str):
     raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
-class RollSpec(RolloutLogprobKnob):
+class RollSpec(TrainingOptions):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;

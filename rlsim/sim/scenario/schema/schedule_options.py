@@ -1,0 +1,56 @@
+"""Options several schedules share (one definition each; schedule.py mixes them into the specs)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rlsim.sim.scenario.schema.base import Strict
+
+
+class LoraSpec(Strict):
+    """LoRA RL: train rank-`rank` adapters over a frozen base; sync the adapter only (costs/lora.py)."""
+
+    rank: int = Field(gt=0, le=4096, description="Adapter rank r (verl actor_rollout_ref.model.lora_rank)")
+    targets: Literal["all-linear", "attention"] = Field(
+        default="all-linear",
+        description="Adapted modules: every linear layer (q, k, v, o, gate, up, down; verl target_modules: "
+        "all-linear) or the attention projections only (q, k, v, o)",
+    )
+    sync: Literal["nccl", "store"] = Field(
+        default="nccl",
+        description="How the adapter reaches the engines: an NCCL broadcast like full weights (nccl), or written "
+        "to shared storage and loaded by each engine (store)",
+    )
+    store_gb_per_s: float | None = Field(
+        default=None, gt=0,
+        description="sync: store: the shared storage's bandwidth per engine, GB/s (required then: measure yours)",
+    )
+    kernel_us: float = Field(
+        default=4.0, ge=0,
+        description="Time of one LoRA shrink or expand kernel in a decode step, floor part, microseconds (default: "
+        "the smallest operators of a decode step on an H100, 4 us: Vidur's measured profile, "
+        "profiles/vidur/compute/h100/meta-llama/Llama-2-7b-hf, attn_rope / input_layernorm at <= 64 tokens)",
+    )
+
+    @model_validator(mode="after")
+    def _store_needs_bandwidth(self) -> LoraSpec:
+        if self.sync == "store" and self.store_gb_per_s is None:
+            raise ValueError("sync: store needs store_gb_per_s (the shared storage's bandwidth per engine)")
+        return self
+
+
+class TrainingOptions(Strict):
+    """What every training schedule offers on the trainer side: where old log-probs come from, LoRA."""
+
+    recompute_logprob: bool = Field(
+        default=True,
+        description="true: an actor forward pass over the batch computes the old-policy log-probs (verl's "
+        "old_log_prob phase; AReaL's proximal log-probs in decoupled PPO). false: train on the log-probs the "
+        "inference engine returned with each token (verl actor.use_rollout_log_probs / rollout_correction "
+        "bypass_mode, AReaL recompute_logprob: false); the old_log_prob phase is then absent from the step",
+    )
+    lora: LoraSpec | None = Field(
+        default=None, description="Train LoRA adapters over a frozen base instead of every weight (null: full)"
+    )
