@@ -32,6 +32,7 @@ CASES = {
     "one-step-off-rollout-logprobs": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml",
                                       ["schedule.recompute_logprob=false", *SMALL]),
     "hybridflow-lora": ("scenarios/sync/grpo-lora.yaml", SMALL),
+    "fully-async-affinity": ("scenarios/async/grpo-affinity-cap.yaml", SMALL),
 }
 
 

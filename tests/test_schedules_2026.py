@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlsim.sim.scenario.loader import load_scenario
@@ -124,3 +125,60 @@ def test_lora_store_sync_needs_a_bandwidth_and_verl_import_maps_lora_rank():
     imported = run_import("verl", cfg, ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=64"])
     assert imported.scenario.schedule.lora.rank == 64 and imported.scenario.schedule.lora.targets == "all-linear"
     assert run_import("verl", cfg, ["actor_rollout_ref.rollout.name=vllm"]).scenario.schedule.lora is None
+
+
+# ---------------------------------------------------------------- group-affinity routing
+
+
+def _affinity_run(n: int, policy: str):
+    """A short asynchronous GRPO run, kept whole (no preemption, no weight-update recompute): the schedule."""
+    from rlsim.sim.engine.environment import SimEnvironment
+    from rlsim.sim.schedules import build_schedule
+
+    scn = load_scenario(ROOT / "scenarios/async/grpo-affinity-cap.yaml", [
+        "steps=2", "warmup_steps=0", "algorithm.prompts_per_step=16", f"algorithm.samples_per_prompt={n}",
+        "workload.response_length.mean=300", "workload.response_length.max=600", f"schedule.routing.policy={policy}"])
+    env = SimEnvironment(scn.seed)
+    schedule = build_schedule(scn, env)
+    env.run(until=env.process(schedule.run()))
+    return schedule
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_affinity_routing_saves_prefill_in_proportion_to_group_size(n):
+    """A group's prompt is prefilled once (plus one token per other answer): (n-1)/n of its prefill is saved."""
+    sched = _affinity_run(n, "affinity")
+    groups = {}
+    for s in sched.samples_all:
+        if s.request is not None and s.request.finished:
+            groups.setdefault(s.group.gid, []).append(s)
+    whole = [g for g in groups.values() if len(g) == n]
+    assert len(whole) >= 16
+    assert all(len({s.request.engine for s in g}) == 1 for g in whole)  # one engine per group
+    assert sum(s.request.preemptions for g in whole for s in g) == 0
+    prompt = sum(s.prompt_tokens for g in whole for s in g)
+    prefilled = sum(s.request.prefilled_tokens for g in whole for s in g)  # what the engines computed
+    assert prefilled == sum(g[0].prompt_tokens + n - 1 for g in whole)  # the prompt once, 1 token per sibling
+    saved = 1 - prefilled / prompt
+    mean_p = prompt / (n * len(whole))
+    assert saved == pytest.approx((n - 1) / n * (1 - 1 / mean_p), rel=0.02)
+
+
+def test_affinity_policies_trade_prefill_saved_against_load_imbalance():
+    small = ["steps=2", "warmup_steps=0", "algorithm.prompts_per_step=32", "schedule.max_concurrent_rollouts=24"]
+    res = {p: run("scenarios/async/grpo-affinity-cap.yaml", f"schedule.routing.policy={p}", small=small)
+           for p in ("least-loaded", "affinity", "affinity-bounded")}
+    saved = {p: r.steps["routing/prefill_saved_tokens"].sum() for p, r in res.items()}
+    hits = {p: r.steps["routing/affinity_hits"].sum() for p, r in res.items()}
+    imb = {p: r.steps["routing/load_imbalance"].mean() for p, r in res.items()}
+    assert saved["affinity"] > saved["affinity-bounded"] > saved["least-loaded"] >= 0
+    assert hits["affinity"] > hits["affinity-bounded"] > hits["least-loaded"]
+    assert imb["affinity"] > imb["affinity-bounded"] > imb["least-loaded"] >= 1.0
+    # The global cap: never more groups in flight than max_concurrent_rollouts, across all replicas.
+    cap = res["affinity"].scenario.schedule.max_concurrent_rollouts
+    n = res["affinity"].scenario.algorithm.samples_per_prompt
+    smp = res["affinity"].samples
+    start, end = smp["arrival_s"].to_numpy(), smp["finished_s"].fillna(np.inf).to_numpy()
+    in_flight = [(start <= t) & (t < end) for t in start]
+    assert max(int(f.sum()) for f in in_flight) <= cap * n
+    assert max(int(f.sum()) for f in in_flight) > (cap - 1) * n  # and the cap is what binds

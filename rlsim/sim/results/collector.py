@@ -50,6 +50,11 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("trainer/prompt_groups", "groups", PER_STEP, "prompt groups the trainer consumed"),
     Column("trainer/optimizer_updates", "count", PER_STEP, "optimizer updates of the step"),
     Column("weight_sync/bytes", "bytes", PER_STEP, "bytes the step's weight syncs moved (LoRA runs: the adapter)"),
+    Column("routing/affinity_hits", "requests", PER_STEP, "group-affinity routing: requests sent to the engine "
+           "holding their group's prompt"),
+    Column("routing/prefill_saved_tokens", "tokens", PER_STEP, "prompt tokens those requests did not prefill"),
+    Column("routing/load_imbalance", "ratio", LABEL, "max / mean requests per engine, mean over the step's routing "
+           "decisions"),
     Column("trainer/idle_ratio", "fraction", LABEL, "share of the step the trainer waited for rollouts"),
 )}
 

@@ -67,6 +67,8 @@ from rlsim.sim.scenario.schema.schedule import (  # noqa: F401
     _knob_error,
 )
 from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
+    AsyncRolloutOptions,
     LoraSpec,
+    RoutingSpec,
     TrainingOptions,
 )

@@ -15,7 +15,7 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
-from rlsim.sim.scenario.schema.schedule_options import TrainingOptions
+from rlsim.sim.scenario.schema.schedule_options import AsyncRolloutOptions, TrainingOptions
 
 # ---------------------------------------------------------------- schedule
 
@@ -79,7 +79,7 @@ class OneStepOffSpec(TrainingOptions):
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
 
-class FullyAsyncSpec(TrainingOptions):
+class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -235,7 +235,7 @@ def _knob_error(field: str, value, message: str):
     raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
-class RollSpec(TrainingOptions):
+class RollSpec(TrainingOptions, AsyncRolloutOptions):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;

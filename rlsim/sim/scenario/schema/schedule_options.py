@@ -54,3 +54,26 @@ class TrainingOptions(Strict):
     lora: LoraSpec | None = Field(
         default=None, description="Train LoRA adapters over a frozen base instead of every weight (null: full)"
     )
+
+
+class RoutingSpec(Strict):
+    """Group-affinity routing of a prompt group's requests (schedules/affinity.py); prefix sharing modelled."""
+
+    policy: Literal["least-loaded", "affinity", "affinity-bounded"] = Field(
+        description="least-loaded: each request to the engine with the fewest requests; affinity: a group's "
+        "requests to the engine holding its prompt; affinity-bounded: affinity unless that engine would carry "
+        "more than (1 + load_bound) x the mean load"
+    )
+    load_bound: float = Field(
+        default=0.25, ge=0,
+        description="affinity-bounded: the epsilon of consistent hashing with bounded loads (Mirrokni, Thorup & "
+        "Zadimoghaddam, SODA 2018); 0.25 is an assumed default",
+    )
+
+
+class AsyncRolloutOptions(Strict):
+    """Options of the asynchronous rollout controllers (fully-async, roll)."""
+
+    routing: RoutingSpec | None = Field(
+        default=None, description="Group-affinity routing of fresh requests (null: least-loaded, no prefix sharing)"
+    )
