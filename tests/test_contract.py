@@ -33,6 +33,9 @@ CASES = {
                                       ["schedule.recompute_logprob=false", *SMALL]),
     "hybridflow-lora": ("scenarios/sync/grpo-lora.yaml", SMALL),
     "fully-async-affinity": ("scenarios/async/grpo-affinity-cap.yaml", SMALL),
+    "fully-async-inflight": ("scenarios/async/inflight-updates.yaml", SMALL),
+    "verl-v1-colocate-async": ("scenarios/async/verl-v1-colocate-async.yaml", SMALL),
+    "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
 }
 
 

@@ -182,3 +182,134 @@ def test_affinity_policies_trade_prefill_saved_against_load_imbalance():
     in_flight = [(start <= t) & (t < end) for t in start]
     assert max(int(f.sum()) for f in in_flight) <= cap * n
     assert max(int(f.sum()) for f in in_flight) > (cap - 1) * n  # and the cap is what binds
+
+
+# ---------------------------------------------------------------- in-flight weight updates
+
+
+def _inflight(*overrides: str):
+    from rlsim.sim.engine.environment import SimEnvironment
+    from rlsim.sim.schedules import build_schedule
+
+    scn = load_scenario(ROOT / "scenarios/async/inflight-updates.yaml",
+                        ["steps=3", "warmup_steps=0", "algorithm.prompts_per_step=32", *overrides])
+    env = SimEnvironment(scn.seed)
+    schedule = build_schedule(scn, env)
+    env.run(until=env.process(schedule.run()))
+    return schedule
+
+
+def test_inflight_updates_put_tokens_of_several_versions_in_one_sequence():
+    sched = _inflight()
+    trained = [s for s in sched.samples_all if s.trained_version is not None]
+    mixed = [s for s in trained if len(s.version_tokens) > 1]
+    assert mixed, "no trained sequence spans a weight push"
+    for s in mixed:  # every token is accounted to one version, and the versions are consecutive pushes
+        assert sum(s.version_tokens.values()) == s.generated
+        assert max(s.version_tokens) - min(s.version_tokens) == len(s.version_tokens) - 1
+    assert sched.tokens_discarded == 0  # nothing is aborted or re-generated at a push: sequences continue
+    rows = sched.collector.step_rows
+    assert sum(r["samples/multi_version"] for r in rows) == len(mixed)
+    # Per token, a batch is less stale than per sample once sequences span pushes (newer tokens count less).
+    last = rows[-1]
+    assert last["tokens/multi_version_share"] > 0
+    assert last["staleness/token_mean"] < last["staleness/mean"]
+    assert last["staleness/token_max"] == last["staleness/max"]
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_inflight_updates_honour_the_trajectory_age_bound(k):
+    """No trained trajectory is older than k versions; k = 0 leaves nothing in flight across a push."""
+    sched = _inflight(f"schedule.max_trajectory_age_steps={k}")
+    trained = [s for s in sched.samples_all if s.trained_version is not None]
+    assert len(trained) == 3 * 32 * 16
+    ages = [s.trained_version - s.oldest_version for s in trained]
+    assert max(ages) <= k
+    assert max(ages) == k  # the bound is reached: it is what limits staleness
+    assert all(s.trained_version - min(s.version_tokens or {0: 0}) <= k for s in trained)
+    if k == 0:
+        assert all(len(s.version_tokens) <= 1 for s in trained)
+
+
+def test_inflight_knobs_refuse_contradictions_in_one_line():
+    from rlsim.sim.scenario.errors import ScenarioError
+
+    path = ROOT / "scenarios/async/inflight-updates.yaml"
+    with pytest.raises(ScenarioError, match="interrupt: keep"):
+        load_scenario(path, ["schedule.interrupt=recompute"])
+    with pytest.raises(ScenarioError, match="max_trajectory_age_steps"):
+        load_scenario(path, ["schedule.max_head_offpolicyness=4"])
+    assert load_scenario(path, []).schedule.drop_stale  # the age bound drops what is older
+
+
+# ---------------------------------------------------------------- verl V1 trainer: colocate_async, lending
+
+
+def _v1(path: str, *overrides: str):
+    from rlsim.sim.engine.environment import SimEnvironment
+    from rlsim.sim.schedules import build_schedule
+
+    scn = load_scenario(ROOT / path, ["steps=2", "warmup_steps=0", *overrides])
+    env = SimEnvironment(scn.seed)
+    schedule = build_schedule(scn, env)
+    env.run(until=env.process(schedule.run()))
+    return schedule
+
+
+LENDING = "scenarios/async/verl-v1-separate-async-lending.yaml"
+
+
+def _lends(path_overrides=()):
+    return _v1(LENDING, "steps=4", *path_overrides)
+
+
+def test_lending_moves_gpus_only_when_the_benefit_beats_the_switch_cost():
+    """verl's rule, decision by decision: lend iff groups remain and benefit > cost (or one is not known yet)."""
+    sched = _lends()
+    assert len(sched.lend_log) == 4
+    for rec in sched.lend_log:
+        b, c = rec["benefit_seconds"], rec["effective_switch_cost_seconds"]
+        assert rec["lend"] == (rec["remaining"] > 0 and (b is None or c is None or b > c)), rec
+    measured = [r for r in sched.lend_log if r["lend"] and r["effective_switch_cost_seconds"] is not None]
+    assert measured and all(r["benefit_seconds"] > r["effective_switch_cost_seconds"] for r in measured)
+    tl = sched.env.ledger.to_frame()
+    lent = tl[tl["gpu_group"].str.startswith("lent-")]
+    assert len(lent) > 0 and (lent["pool"] == "train").all()  # the trainer's GPUs generated
+    switches_in = sum(1 for r in sched.lend_log if r["lend"])
+    assert len(sched._to_rollout) == min(switches_in, sched.switch.switch_cost_window_size)
+    # A switch dearer than any benefit: once its cost is measured, the GPUs stay with the trainer.
+    dear = _lends(["schedule.hybrid_rollout.engine_start_s=1000"])
+    known = [r for r in dear.lend_log if r["effective_switch_cost_seconds"] is not None]
+    assert known and not any(r["lend"] for r in known)
+    assert all(r["effective_switch_cost_seconds"] > 1000 for r in known)
+    # Lending pays here: the run is shorter than without it (the trainer's GPUs fill the first wait).
+    off = _lends(["schedule.hybrid_rollout.enable_switch=false"])
+    assert not off.lend_log and off.env.ledger.to_frame()["gpu_group"].str.startswith("lent-").sum() == 0
+    assert sched.collector.step_rows[-1]["end_s"] < off.collector.step_rows[-1]["end_s"]
+
+
+def test_lending_never_loses_a_sample():
+    sched = _lends()
+    assert sched.moved > 0  # sequences were running on the lent GPUs when the trainer took them back
+    for s in sched.samples_all:  # only the off-policy bound drops samples; a move loses none
+        if s.fate in ("aborted", "dropped"):
+            assert s.reason in ("stale", "in flight at end of run"), (s.sid, s.reason)
+        if s.finished and s.fate == "completed":  # every finished sequence generated its whole response
+            assert s.generated == s.response_tokens
+            assert sum(s.version_tokens.values()) == s.generated
+    trained = sum(1 for s in sched.samples_all if s.trained_version is not None)
+    assert trained == 4 * sched.scenario.algorithm.prompts_per_step * sched.scenario.algorithm.samples_per_prompt
+
+
+def test_colocate_async_takes_turns_on_the_same_gpus_and_resumes_partial_rollouts():
+    sched = _v1("scenarios/async/verl-v1-colocate-async.yaml", "steps=3")
+    tl = sched.env.ledger.to_frame()
+    gen = tl[tl["phase"] == "generate"]
+    train = tl[(tl["role"] == "actor") & (tl["phase"] != "generate")]
+    for _, t in train.iterrows():  # the actor's phases never overlap generation on the shared GPUs
+        assert not ((gen["start_s"] < t["end_s"] - 1e-9) & (gen["end_s"] > t["start_s"] + 1e-9)).any()
+    assert sched.moved > 0  # partial rollouts: sequences set aside at a switch ...
+    resumed = [s for s in sched.samples_all if s.trained_version is not None and len(s.version_tokens) > 1]
+    assert resumed  # ... continue under the next weights and are trained
+    assert all(s.reason in ("stale", "in flight at end of run") for s in sched.samples_all  # only the bound drops
+               if s.fate in ("aborted", "dropped"))

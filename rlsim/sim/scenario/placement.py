@@ -42,7 +42,7 @@ def _base_pool(scn: Scenario) -> str:
     return next(iter(scn.cluster.pools))
 
 
-RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll")
+RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll", "verl-v1")
 
 
 def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
@@ -239,7 +239,8 @@ def hybridflow_problems(
     if kind != "ppo" and "critic" in scn.roles:
         return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
     schedule = scn.schedule.kind
-    if schedule != "hybridflow" and scn.roles_share_gpus("rollout", "actor"):
+    colocated = schedule == "hybridflow" or getattr(scn.schedule, "trainer_mode", None) == "colocate_async"
+    if not colocated and scn.roles_share_gpus("rollout", "actor"):
         return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
                         f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
     reward = scn.roles.get("reward")

@@ -8,6 +8,7 @@ from rlsim.sim.schedules.generation_only import GenerationOnlySchedule
 from rlsim.sim.schedules.hybridflow import HybridFlowSchedule
 from rlsim.sim.schedules.one_step_off import OneStepOffSchedule
 from rlsim.sim.schedules.roll import RollSchedule
+from rlsim.sim.schedules.verl_v1 import VerlV1Schedule
 
 SCHEDULES: dict[str, type[Schedule]] = {
     "generation-only": GenerationOnlySchedule,
@@ -15,6 +16,7 @@ SCHEDULES: dict[str, type[Schedule]] = {
     "one-step-off": OneStepOffSchedule,
     "fully-async": FullyAsyncSchedule,
     "roll": RollSchedule,
+    "verl-v1": VerlV1Schedule,
 }
 
 

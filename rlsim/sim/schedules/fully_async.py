@@ -21,6 +21,7 @@ from rlsim.sim.engine.request import Request
 from rlsim.sim.results.collector import token_accounting
 from rlsim.sim.schedules.affinity import GroupRouter
 from rlsim.sim.schedules.groups import Group, Sample
+from rlsim.sim.schedules.inflight import token_staleness
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
@@ -445,6 +446,7 @@ class FullyAsyncSchedule(RLSchedule):
             "trainer/prompt_groups": len(groups),
             "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
             **(self.router.step_columns() if self.router is not None else {}),
+            **(token_staleness(samples, version) if getattr(self.spec, "in_flight_weight_updates", False) else {}),
         })
 
     def after_update(self, step: int, timing: dict, batch: Batch):

@@ -77,3 +77,36 @@ class AsyncRolloutOptions(Strict):
     routing: RoutingSpec | None = Field(
         default=None, description="Group-affinity routing of fresh requests (null: least-loaded, no prefix sharing)"
     )
+
+
+class SwitchSpec(Strict):
+    """verl V1 `separate_async` lending: verl's HybridRolloutSwitchConfig (trainer.v1.separate_async.hybrid_rollout).
+
+    Defaults are verl 0.9.1's (verl/trainer/config/config.py, HybridRolloutSwitchConfig). The rule
+    (verl/trainer/ppo/v1/trainer_separate_async.py, on_step_end) after each step: threshold = the
+    switch_threshold_ratio of the batch in prompt groups (at least one mini-batch); remaining = threshold
+    minus the groups already sampleable for the next step; benefit_seconds = remaining x the mean wait per
+    missing group so far x hybrid / (hybrid + standalone GPUs); effective_switch_cost_seconds = the mean of
+    the last switch_cost_window_size switches into generation plus that of the switches back. The trainer's
+    GPUs join generation if remaining > 0 and the benefit beats the cost (or either is not known yet), and
+    return when `threshold` groups are sampleable.
+    """
+
+    enable_switch: bool = Field(default=False, description="Lend idle trainer GPUs to generation")
+    switch_threshold_ratio: float = Field(
+        default=0.4, gt=0, le=1, description="Sampleable share of the batch at which the GPUs return to training"
+    )
+    adaptive_switch_threshold: bool = Field(
+        default=True, description="Raise the ratio after idle steps, lower it after calm ones"
+    )
+    switch_threshold_step_up: float = Field(default=0.05, ge=0, le=1, description="Raise per idle streak")
+    switch_threshold_step_down: float = Field(default=0.03, ge=0, le=1, description="Lower per calm streak")
+    switch_threshold_release_steps: int = Field(
+        default=2, gt=0, le=1024, description="Consecutive idle (or calm) steps before the ratio moves"
+    )
+    switch_cost_window_size: int = Field(default=3, gt=0, le=1024, description="Switches the cost averages over")
+    engine_start_s: float = Field(
+        default=0.45, ge=0,
+        description="rlsim: engine wake-up and KV re-allocation per switch into generation (verl's colocated "
+        "switch: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
+    )
