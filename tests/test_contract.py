@@ -36,6 +36,7 @@ CASES = {
     "fully-async-inflight": ("scenarios/async/inflight-updates.yaml", SMALL),
     "verl-v1-colocate-async": ("scenarios/async/verl-v1-colocate-async.yaml", SMALL),
     "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
+    "hybridflow-tail-reshard": ("scenarios/sync/tail-reshard.yaml", SMALL),
 }
 
 

@@ -313,3 +313,38 @@ def test_colocate_async_takes_turns_on_the_same_gpus_and_resumes_partial_rollout
     assert resumed  # ... continue under the next weights and are trained
     assert all(s.reason in ("stale", "in flight at end of run") for s in sched.samples_all  # only the bound drops
                if s.fate in ("aborted", "dropped"))
+
+
+# ---------------------------------------------------------------- tail re-sharding
+
+TAIL = "scenarios/sync/tail-reshard.yaml"
+
+
+def _tail(*overrides: str):
+    return _v1(TAIL, *overrides)
+
+
+@pytest.mark.parametrize("mode", ["migrate", "recompute"])
+def test_tail_reshard_shortens_a_tail_bound_rollout_by_more_than_its_cost(mode):
+    taken = _tail(f"schedule.tail_reshard.mode={mode}", "steps=3")
+    base = _tail("schedule.tail_reshard=null", "steps=3")
+    rows, brows = taken.collector.step_rows, base.collector.step_rows
+    assert [r["response_tokens"] for r in rows] == [r["response_tokens"] for r in brows]  # the same samples
+    assert taken.tail.log and all(rec["taken"] for rec in taken.tail.log)
+    for rec, r, b in zip(taken.tail.log, rows, brows, strict=True):
+        saved = b["timing_s/gen"] - r["timing_s/gen"]
+        assert saved > rec["move_s"] > 0, (rec, saved)
+    tl = taken.env.ledger.to_frame()
+    wide = tl[tl["gpu_group"].str.startswith("wide-")]
+    assert set(wide["phase"]) == {"switch", "generate"} and (wide["gpus"] == 8).all()  # TP2 -> TP8
+    for s in taken.collector.samples.values():  # every sample is whole: its response generated in full
+        assert s.finished_s is not None
+
+
+def test_tail_reshard_is_not_taken_when_it_cannot_pay():
+    dear = _tail("schedule.tail_reshard.restart_s=1000")
+    base = _tail("schedule.tail_reshard=null")
+    assert dear.tail.log and not any(rec["taken"] for rec in dear.tail.log)
+    assert all(rec["cost_s"] >= 1000 for rec in dear.tail.log)
+    assert [r["end_s"] for r in dear.collector.step_rows] == [r["end_s"] for r in base.collector.step_rows]
+    assert not dear.env.ledger.to_frame()["gpu_group"].str.startswith("wide-").any()

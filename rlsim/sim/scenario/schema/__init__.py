@@ -72,5 +72,6 @@ from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
     LoraSpec,
     RoutingSpec,
     SwitchSpec,
+    TailReshardSpec,
     TrainingOptions,
 )

@@ -15,7 +15,12 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
-from rlsim.sim.scenario.schema.schedule_options import AsyncRolloutOptions, SwitchSpec, TrainingOptions
+from rlsim.sim.scenario.schema.schedule_options import (
+    AsyncRolloutOptions,
+    SwitchSpec,
+    TailReshardSpec,
+    TrainingOptions,
+)
 
 # ---------------------------------------------------------------- schedule
 
@@ -61,6 +66,9 @@ class HybridFlowSpec(TrainingOptions):
         default="batch",
         description="LLM judge: `batch` scores the whole batch after generation (verl); `sample` scores each "
         "response as soon as it finishes, on judge GPUs apart from the rollout's (ROLL's sample-level scheduling)",
+    )
+    tail_reshard: TailReshardSpec | None = Field(
+        default=None, description="Re-shard the rollout to wider engines for the long tail (null: never)"
     )
 
 

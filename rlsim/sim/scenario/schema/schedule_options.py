@@ -110,3 +110,24 @@ class SwitchSpec(Strict):
         description="rlsim: engine wake-up and KV re-allocation per switch into generation (verl's colocated "
         "switch: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
     )
+
+
+class TailReshardSpec(Strict):
+    """Tail re-sharding in a synchronous rollout (schedules/tail_reshard.py; PAT, arXiv 2605.23945)."""
+
+    threshold: float = Field(
+        default=0.05, gt=0, lt=1,
+        description="Consider the re-shard when this fraction of the batch is still running (assumed default)",
+    )
+    factor: int = Field(
+        default=2, ge=2, le=64, description="Wide engines have factor x the rollout TP (and there are 1/factor as many)"
+    )
+    mode: Literal["migrate", "recompute"] = Field(
+        default="migrate",
+        description="Move the running sequences' KV over NVLink (migrate) or re-prefill their context (recompute)",
+    )
+    restart_s: float = Field(
+        default=0.45, ge=0,
+        description="Engine restart at the new TP (default: verl's engine wake-up and KV re-allocation, "
+        "~450 ms, docs/sources.md §4)",
+    )
