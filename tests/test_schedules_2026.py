@@ -348,3 +348,67 @@ def test_tail_reshard_is_not_taken_when_it_cannot_pay():
     assert all(rec["cost_s"] >= 1000 for rec in dear.tail.log)
     assert [r["end_s"] for r in dear.collector.step_rows] == [r["end_s"] for r in base.collector.step_rows]
     assert not dear.env.ledger.to_frame()["gpu_group"].str.startswith("wide-").any()
+
+
+# ---------------------------------------------------------------- online re-splitting
+
+RESPLIT = "scenarios/async/resplit-online.yaml"
+
+
+def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
+    sched = _v1(RESPLIT, "steps=6", "warmup_steps=1")
+    rs = sched.rs
+    applied = [r for r in sched.resplit_log if r["apply"]]
+    assert applied, "the undersized rollout pool is never re-split"
+    left_of = {r["step"]: sched.total_steps - r["step"] - 1 for r in sched.resplit_log}
+    for r in sched.resplit_log:
+        if not r["trigger"]:
+            assert not r["apply"]
+            continue
+        pays = (r["to"] != r["from"] and r["gain"] >= rs.min_gain
+                and (r["bound_s"] - r["new_bound_s"]) * left_of[r["step"]] > r["cost_s"])
+        assert r["apply"] == pays, r
+    tl = sched.env.ledger.to_frame()
+    resplits = tl[(tl["gpu_group"] == "actor") & (tl["phase"] == "resplit")]
+    assert len(resplits) == len(applied)
+    assert resplits["end_s"].sub(resplits["start_s"]).tolist() == pytest.approx([r["cost_s"] for r in applied])
+    # After the first re-split the trainer trains on fewer GPUs and its GPUs generate as engines.
+    first = resplits["end_s"].min()
+    after = tl[(tl["gpu_group"] == "actor") & (tl["phase"] == "train") & (tl["start_s"] >= first)]
+    assert (after["gpus"] == sched.scenario.role_gpus("actor") - 2 * applied[0]["to"]).all()
+    lent = tl[tl["gpu_group"].str.startswith("lent-")]
+    assert len(lent) > 0 and lent["start_s"].min() >= first
+    steps = sched.collector.step_rows
+    assert [r["resplit/applied"] for r in steps] == [int(r["apply"]) for r in sched.resplit_log]
+    for s in sched.samples_all:  # a move back to training loses no sample
+        assert s.fate != "aborted" or s.reason == "in flight at end of run"
+
+
+def test_resplit_is_not_made_when_reconfiguration_costs_more_than_it_saves():
+    dear = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit.reconfig_s=10000")
+    fixed = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit=null")
+    assert any(r["trigger"] for r in dear.resplit_log) and not any(r["apply"] for r in dear.resplit_log)
+    assert [r["end_s"] for r in dear.collector.step_rows] == [r["end_s"] for r in fixed.collector.step_rows]
+
+
+def test_verl_import_maps_the_v1_trainer_modes_and_lending_knobs():
+    from import_helpers import assert_complete, fetch_wheel
+
+    from rlsim.tools.importers.command import run_import
+
+    root = fetch_wheel("verl", "0.9.1") / "verl" / "trainer" / "config"
+    sep = run_import("verl", root / "ppo_megatron_trainer.yaml", [
+        "actor_rollout_ref.rollout.name=vllm", "algorithm.adv_estimator=grpo", "trainer.v1.trainer_mode=separate_async",
+        "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4",
+        "trainer.v1.separate_async.hybrid_rollout.enable_switch=true"])
+    sched = sep.scenario.schedule
+    assert (sched.kind, sched.trainer_mode, sched.parameter_sync_step) == ("verl-v1", "separate_async", 4)
+    assert sched.hybrid_rollout.enable_switch and sched.hybrid_rollout.switch_cost_window_size == 3
+    assert sched.max_off_policy_threshold == 8 and sched.drop_stale  # verl's sampler default, strategy drop
+    assert sep.scenario.cluster.pools["gen"].gpus == 4 and sep.scenario.roles["rollout"].pool == "gen"
+    assert_complete(sep.ledger)
+    colo = run_import("verl", root / "ppo_trainer.yaml", ["actor_rollout_ref.rollout.name=vllm",
+                                                          "trainer.v1.trainer_mode=colocate_async"])
+    assert colo.scenario.schedule.trainer_mode == "colocate_async"
+    assert colo.scenario.roles["rollout"].pool == colo.scenario.roles["actor"].pool
+    assert_complete(colo.ledger)

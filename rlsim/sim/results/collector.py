@@ -63,6 +63,9 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("lending/lent", "count", PER_STEP, "verl V1 switch: 1 if the trainer's GPUs joined generation this step"),
     Column("lending/benefit_s", "s", LABEL, "verl V1 switch: benefit_seconds of the step's decision"),
     Column("lending/switch_cost_s", "s", LABEL, "verl V1 switch: effective_switch_cost_seconds of the decision"),
+    Column("resplit/trainer_gpus", "GPUs", LABEL, "online re-splitting: GPUs training after the step"),
+    Column("resplit/rollout_gpus", "GPUs", LABEL, "online re-splitting: GPUs generating after the step"),
+    Column("resplit/applied", "count", PER_STEP, "online re-splitting: 1 if the split changed after the step"),
     Column("trainer/idle_ratio", "fraction", LABEL, "share of the step the trainer waited for rollouts"),
 )}
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rlsim.sim.costs.resharding import reshard_redundant_bytes_per_gpu
 from rlsim.sim.scenario.checks import check_scenario, max_sequence_tokens, role_forward_memory, role_training_memory
 from rlsim.sim.scenario.errors import Problem
+from rlsim.sim.scenario.option_checks import schedule_option_problems
 from rlsim.sim.scenario.schema import Scenario
 
 COLOCATED_SETS = {
@@ -249,6 +250,9 @@ def hybridflow_problems(
         if shared:
             return [Problem("roles.reward.pool", f"{schedule} scores samples while other roles run, so the LLM "
                             f"judge needs GPUs of its own; it shares GPUs with {', '.join(shared)}")]
+    options = schedule_option_problems(scn)
+    if options:
+        return options
     return placement_problems(scn, max_seq_tokens, resolved)
 
 

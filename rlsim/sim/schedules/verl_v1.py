@@ -23,6 +23,7 @@ from collections import deque
 from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.engine.fleet import role_hardware
 from rlsim.sim.engine.inference import InferenceEngine
+from rlsim.sim.scenario.schema import SwitchSpec
 from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 
@@ -34,13 +35,13 @@ class VerlV1Schedule(FullyAsyncSchedule):
     def __init__(self, scenario, env):
         super().__init__(scenario, env)
         spec = self.spec
-        self.colocated = spec.trainer_mode == "colocate_async"
-        self.switch = spec.hybrid_rollout
+        self.colocated = getattr(spec, "trainer_mode", "separate_async") == "colocate_async"
+        self.switch = getattr(spec, "hybrid_rollout", None) or SwitchSpec()
         if self.colocated:
             self.standalone, self.lendable = [], list(self.engines)
         else:
             self.standalone = list(self.engines)
-            self.lendable = self._build_lendable() if self.switch.enable_switch else []
+            self.lendable = self._build_lendable() if self.lends() else []
             self.engines.extend(self.lendable)
             self._by_load = LeastLoaded(self.engines)
             self._engine_named = {e.name: e for e in self.engines}
@@ -58,6 +59,10 @@ class VerlV1Schedule(FullyAsyncSchedule):
         self._wait_s = 0.0  # all waits for samples so far, and the groups missing when each began
         self._wait_groups = 0
         self._had_idle = False
+
+    def lends(self) -> bool:
+        """Whether engines are built on the trainer's GPUs (lending; re-splitting overrides)."""
+        return self.switch.enable_switch
 
     def _build_lendable(self) -> list:
         """Sleeping engines on the trainer's GPUs, of the rollout role's size and settings."""
@@ -194,7 +199,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
 
     def before_steps(self):
         """separate_async with switch: the hybrid engines start in rollout mode (verl: after initialisation)."""
-        if self.lendable and not self.colocated:
+        if self.switch.enable_switch and not self.colocated:
             self._activate()
         yield from super().before_steps()
 
@@ -227,7 +232,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
 
     def after_update(self, step: int, timing: dict, batch):
         columns = yield from super().after_update(step, timing, batch)
-        if self.lendable and not self.colocated:
+        if self.switch.enable_switch and not self.colocated:
             record = self.decide(self._had_idle)
             if record["lend"]:
                 yield from self._lend(timing)

@@ -16,6 +16,7 @@ from rlsim.tools.importers.hydra import is_missing
 from rlsim.tools.importers.loading import VERL_CONFIG_DIR, load_hydra_config, require_framework
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
+from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
@@ -38,6 +39,8 @@ def import_verl(path: Path, overrides: list[str], *, model_config: Path | None =
     ledger = Ledger.of(str(path), config)
     kind = "fully-async" if isinstance(config.get("async_training"), dict) else \
         "one-step-off" if isinstance(config.get("rollout"), dict) else "hybridflow"
+    mode = v1_mode(ledger)
+    kind = "verl-v1" if mode is not None and kind == "hybridflow" else kind
     hw = hardware(ledger, gpu)
     pools, train_pool, gen_pool = _pools(ledger, kind, hw)
     lengths = _lengths(ledger)
@@ -76,6 +79,8 @@ def _pools(ledger: Ledger, kind: str, hw: str) -> tuple[dict, str, str]:
     per_node = ledger.int_value("trainer.n_gpus_per_node", "cluster.pools.*.gpus_per_node (trainer)", default=8)
     if kind == "hybridflow":
         return {"main": {"hardware": hw, "nodes": nodes or 1, "gpus_per_node": per_node or 8}}, "main", "main"
+    if kind == "verl-v1":
+        return v1_pools(ledger, v1_mode(ledger), hw, nodes or 1, per_node or 8)
     gen_nodes = ledger.int_value("rollout.nnodes", "cluster.pools.gen.nodes")
     gen_per_node = ledger.int_value("rollout.n_gpus_per_node", "cluster.pools.gen.gpus_per_node", default=8)
     if gen_nodes is None and ledger.peek("rollout.nnodes") is None:
@@ -293,6 +298,8 @@ def _schedule(ledger: Ledger, kind: str, engines: int) -> dict[str, Any]:
         return schedule
     if kind == "one-step-off":
         return schedule
+    if kind == "verl-v1":
+        return v1_schedule(ledger, v1_mode(ledger), schedule)
     at = "async_training"
     schedule["max_head_offpolicyness"] = None
     schedule["staleness_threshold"] = ledger.use(f"{at}.staleness_threshold", "schedule.staleness_threshold")

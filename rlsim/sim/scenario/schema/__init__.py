@@ -70,6 +70,7 @@ from rlsim.sim.scenario.schema.schedule import (  # noqa: F401
 from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
     AsyncRolloutOptions,
     LoraSpec,
+    ResplitSpec,
     RoutingSpec,
     SwitchSpec,
     TailReshardSpec,

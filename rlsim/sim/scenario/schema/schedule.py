@@ -17,6 +17,7 @@ from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
 from rlsim.sim.scenario.schema.schedule_options import (
     AsyncRolloutOptions,
+    ResplitSpec,
     SwitchSpec,
     TailReshardSpec,
     TrainingOptions,
@@ -178,6 +179,9 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
         "trainer are not trained on; admission is bounded the same way (sets max_head_offpolicyness to it and "
         "drop_stale: true)",
     )
+    resplit: ResplitSpec | None = Field(
+        default=None, description="Re-plan the trainer/rollout split during the run (Libra-style; null: fixed)"
+    )
     weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
     dispatch: Literal["least-loaded"] = Field(
         default="least-loaded", description="Each new request goes to the engine with the fewest requests"
@@ -304,6 +308,9 @@ class VerlV1Spec(FullyAsyncSpec):
             self.trigger_parameter_sync_step = self.parameter_sync_step
         if self.max_off_policy_threshold is not None:  # verl's max_off_policy_strategy: drop
             self.max_head_offpolicyness, self.drop_stale = self.max_off_policy_threshold, True
+        if self.resplit is not None and (self.trainer_mode == "colocate_async" or self.hybrid_rollout.enable_switch):
+            _knob_error("resplit", True, "re-splitting moves trainer GPUs into generation for good; it does not "
+                        "combine with colocate_async or lending (hybrid_rollout.enable_switch)")
         if self.trainer_mode == "colocate_async" and self.hybrid_rollout.enable_switch:
             _knob_error("hybrid_rollout", True, "colocate_async already runs generation on the trainer's GPUs: lending "
                         "(switch) is a separate_async option")

@@ -131,3 +131,30 @@ class TailReshardSpec(Strict):
         description="Engine restart at the new TP (default: verl's engine wake-up and KV re-allocation, "
         "~450 ms, docs/sources.md §4)",
     )
+
+
+class ResplitSpec(Strict):
+    """Online re-splitting of trainer and rollout GPUs (schedules/resplit.py; Libra, arXiv 2606.03077)."""
+
+    interval_steps: int | None = Field(default=None, gt=0, le=1_000_000, description="Re-plan every this many steps")
+    imbalance: float | None = Field(
+        default=0.2, gt=0, le=1,
+        description="Re-plan when training and rollout times per batch differ by this fraction of the larger "
+        "(assumed default)",
+    )
+    queue_groups: int | None = Field(
+        default=None, gt=0, le=1_000_000, description="Re-plan when this many finished groups wait in the buffer"
+    )
+    window: int = Field(
+        default=3, gt=0, le=1024,
+        description="Steps the planner averages training and rollout GPU-seconds over (assumed default)",
+    )
+    min_gain: float = Field(
+        default=0.05, ge=0, le=1,
+        description="Re-split only if max(train, rollout) drops by at least this fraction (assumed default)",
+    )
+    reconfig_s: float = Field(
+        default=5.0, ge=0,
+        description="Reconfiguration cost per re-split: trainer process groups and optimizer state rebuilt "
+        "(assumed; the engines' start is added when GPUs join generation)",
+    )
