@@ -113,18 +113,7 @@ class ResplitSchedule(VerlV1Schedule):
         env = self.env
         leaving = self.lendable[k:self.generating]  # engines whose GPUs return to training
         if leaving:
-            yield env.all_of([e.pause() for e in leaving])
-            moved = []
-            for e in leaving:
-                self._by_load.add(e, ASLEEP)
-                for req in [*e.running, *e.waiting]:
-                    s = self._live.pop(req, None)
-                    e.abort(req)
-                    if s is not None:
-                        self._absorb(s, req)
-                        moved.append(s)
-                e.resume(mode="keep")
-            self.moved += len(moved)
+            moved = yield from self.put_to_sleep(leaving)
             self.generating = k
             for s in moved:
                 self._submit(s)

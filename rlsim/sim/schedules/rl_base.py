@@ -151,14 +151,14 @@ class RLSchedule(Schedule):
         model = self.scenario.models[self._role("actor").model]
         return model.weight_bytes_total if self.lora is None else sync_bytes(model, self.lora)
 
-    def broadcast_weights(self):
-        """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
+    def broadcast_weights(self, engines: list | None = None):
+        """NCCL broadcast of the actor's weights to every rollout GPU (or `engines`); both sides are busy."""
         env = self.env
         start = env.now
         self.synced_bytes += self.sync_bytes()
         yield env.timeout(self.weight_sync_time())
         self._busy("actor", "actor", "sync", start)
-        for e in self.engines:
+        for e in self.engines if engines is None else engines:
             env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
         return env.now - start
 

@@ -89,19 +89,12 @@ class VerlV1Schedule(FullyAsyncSchedule):
         else:
             self.parked.append(s)
 
-    def broadcast_weights(self):
+    def broadcast_weights(self, engines: list | None = None):
         """Only standalone engines receive a broadcast; engines on the trainer's GPUs get the weights by
         the switch into generation (a reshard)."""
-        env = self.env
-        if not self.standalone:
-            return 0.0
-        start = env.now
-        self.synced_bytes += self.sync_bytes()
-        yield env.timeout(self.weight_sync_time())
-        self._busy("actor", "actor", "sync", start)
-        for e in self.standalone:
-            env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
-        return env.now - start
+        if self.standalone:
+            return (yield from super().broadcast_weights(self.standalone))
+        return 0.0
 
     # ------------------------------------------------------------------ verl's switch rule
 
@@ -174,10 +167,22 @@ class VerlV1Schedule(FullyAsyncSchedule):
         (partial output kept) to the standalone engines or set them aside, switch back."""
         env = self.env
         start = env.now
-        yield env.all_of([e.pause() for e in self.lendable])
+        moved = yield from self.put_to_sleep(self.lendable)
         self.lent = False
+        for s in moved:
+            self._submit(s)
+        back = env.now
+        yield env.timeout(self.switch_to_train_time())
+        self._busy("actor", "actor", "switch", back)
+        self._to_trainer.append(env.now - start)
+        timing["timing_s/switch_to_trainer"] = env.now - start
+
+    def put_to_sleep(self, engines: list):
+        """Stop `engines` at a step boundary and take their sequences off them, partial output kept; they
+        take no work until woken. Returns the samples to place elsewhere."""
+        yield self.env.all_of([e.pause() for e in engines])
         moved = []
-        for e in self.lendable:
+        for e in engines:
             self._by_load.add(e, ASLEEP)
             for req in [*e.running, *e.waiting]:
                 s = self._live.pop(req, None)
@@ -187,13 +192,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
                     moved.append(s)
             e.resume(mode="keep")
         self.moved += len(moved)
-        for s in moved:
-            self._submit(s)
-        back = env.now
-        yield env.timeout(self.switch_to_train_time())
-        self._busy("actor", "actor", "switch", back)
-        self._to_trainer.append(env.now - start)
-        timing["timing_s/switch_to_trainer"] = env.now - start
+        return moved
 
     # ------------------------------------------------------------------ the step
 
