@@ -412,3 +412,15 @@ def test_verl_import_maps_the_v1_trainer_modes_and_lending_knobs():
     assert colo.scenario.schedule.trainer_mode == "colocate_async"
     assert colo.scenario.roles["rollout"].pool == colo.scenario.roles["actor"].pool
     assert_complete(colo.ledger)
+
+
+def test_plan_searches_lending_on_and_off():
+    import yaml
+
+    from rlsim.tools.plan import enumerate_candidates, load_space
+
+    space = load_space(ROOT / "scenarios/plan/verl-v1-lending-space.yaml")
+    base = yaml.safe_load((ROOT / LENDING).read_text())
+    cands = enumerate_candidates(base, space, (ROOT / LENDING).parent)
+    switches = sorted(c.scenario.schedule.hybrid_rollout.enable_switch for c in cands if c.scenario is not None)
+    assert switches == [False, True, True]
