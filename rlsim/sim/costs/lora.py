@@ -16,9 +16,7 @@ weights from HBM.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from rlsim.sim.costs.training import training_flops
+from rlsim.sim.costs.training import frozen_base_flops, training_flops
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -49,14 +47,10 @@ def adapter_bytes(model: ModelShape, rank: int, targets: str = "all-linear") -> 
     return adapter_params(model, rank, targets) * model.weight_bytes
 
 
-def lora_training_flops(adapters: float) -> Callable[[ModelShape, float, float], float]:
-    """A `training_flops`-shaped function for adapter training over a frozen base."""
-
-    def flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
-        base_weight_grads = 2.0 * model.active_params * tokens
-        return training_flops(model, tokens, seq_len_sq_sum) - base_weight_grads + 6.0 * adapters * tokens
-
-    return flops
+def lora_training_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float, adapters: float) -> float:
+    """Training FLOPs of adapters over a frozen base: full training's, less the base's weight gradients
+    (2N per token), plus the adapters' 6 x adapter params per token (costs/training.py prices it so)."""
+    return training_flops(model, tokens, seq_len_sq_sum) + frozen_base_flops(model, tokens, adapters)
 
 
 def lora_step_overhead_s(

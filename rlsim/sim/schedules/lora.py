@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rlsim.sim.costs.generation import PrefillCost
-from rlsim.sim.costs.lora import adapter_bytes, adapter_params, lora_step_overhead_s, lora_training_flops
+from rlsim.sim.costs.lora import adapter_bytes, adapter_params, lora_step_overhead_s
 
 
 def serve_adapter(engines: list, lora) -> None:
@@ -25,8 +25,12 @@ def serve_adapter(engines: list, lora) -> None:
 
 def update_kwargs(model, lora) -> dict:
     """`train_pass_time` keywords for an adapter update: frozen-base FLOPs, adapter-only optimizer and grads."""
-    n = adapter_params(model, lora.rank, lora.targets)
-    return {"flops_fn": lora_training_flops(n), "trained_params": n}
+    return {"adapters": adapter_params(model, lora.rank, lora.targets)}
+
+
+def adapter_view(model, lora):
+    """The model as a weight transfer sees it when only the adapter moves: its bytes are the adapter's."""
+    return model.model_copy(update={"weight_bytes": sync_bytes(model, lora) / model.params})
 
 
 def sync_bytes(model, lora) -> float:

@@ -106,9 +106,9 @@ class SwitchSpec(Strict):
     )
     switch_cost_window_size: int = Field(default=3, gt=0, le=1024, description="Switches the cost averages over")
     engine_start_s: float = Field(
-        default=0.45, ge=0,
-        description="rlsim: engine wake-up and KV re-allocation per switch into generation (verl's colocated "
-        "switch: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
+        default=0.0, ge=0,
+        description="rlsim: a fixed cost per switch into generation on top of the modelled transition (engine "
+        "wake, weight gather and load, graph capture, host work: costs/transition.py, docs/sources.md §12)",
     )
 
 
