@@ -99,8 +99,9 @@ def test_lora_update_skips_the_base_weight_gradients_and_engines_pay_the_lora_ke
     lora = run("scenarios/sync/grpo-lora.yaml", small=["steps=1", "warmup_steps=0"])
     full = run("scenarios/sync/grpo-lora.yaml", "schedule.lora=null", small=["steps=1", "warmup_steps=0"])
     ratio = float(lora.steps["timing_s/update_actor"].iloc[0] / full.steps["timing_s/update_actor"].iloc[0])
-    # 6N -> 4N per token (attention unchanged, adapters ~1% of N): about 2/3, and the optimizer shrinks too.
-    assert 0.6 < ratio < 0.72, ratio
+    # The dense 6N per token becomes 4N (adapters ~1% of N); attention and the log-prob passes over the
+    # vocabulary are unchanged, so the update falls to about 2/3-4/5 of the full one.
+    assert 0.6 < ratio < 0.8, ratio
     # Same seed, same lengths: generation is slower only by the per-step LoRA kernels.
     assert (lora.steps["response_tokens"] == full.steps["response_tokens"]).all()
     assert float(lora.steps["timing_s/gen"].iloc[0]) > float(full.steps["timing_s/gen"].iloc[0])
@@ -260,18 +261,20 @@ LENDING = "scenarios/async/verl-v1-separate-async-lending.yaml"
 
 
 def _lends(path_overrides=()):
-    return _v1(LENDING, "steps=4", *path_overrides)
+    return _v1(LENDING, "steps=8", *path_overrides)
 
 
 def test_lending_moves_gpus_only_when_the_benefit_beats_the_switch_cost():
     """verl's rule, decision by decision: lend iff groups remain and benefit > cost (or one is not known yet)."""
     sched = _lends()
-    assert len(sched.lend_log) == 4
+    assert len(sched.lend_log) == 8
     for rec in sched.lend_log:
         b, c = rec["benefit_seconds"], rec["effective_switch_cost_seconds"]
         assert rec["lend"] == (rec["remaining"] > 0 and (b is None or c is None or b > c)), rec
-    measured = [r for r in sched.lend_log if r["lend"] and r["effective_switch_cost_seconds"] is not None]
-    assert measured and all(r["benefit_seconds"] > r["effective_switch_cost_seconds"] for r in measured)
+    measured = [r for r in sched.lend_log if r["effective_switch_cost_seconds"] is not None and r["remaining"]]
+    assert measured  # once a round trip is measured, the cost gates: here a benefit below it kept the GPUs
+    assert all(r["lend"] == (r["benefit_seconds"] > r["effective_switch_cost_seconds"]) for r in measured)
+    assert any(not r["lend"] for r in measured)
     tl = sched.env.ledger.to_frame()
     lent = tl[tl["gpu_group"].str.startswith("lent-")]
     assert len(lent) > 0 and (lent["pool"] == "train").all()  # the trainer's GPUs generated
@@ -298,7 +301,7 @@ def test_lending_never_loses_a_sample():
             assert s.generated == s.response_tokens
             assert sum(s.version_tokens.values()) == s.generated
     trained = sum(1 for s in sched.samples_all if s.trained_version is not None)
-    assert trained == 4 * sched.scenario.algorithm.prompts_per_step * sched.scenario.algorithm.samples_per_prompt
+    assert trained == 8 * sched.scenario.algorithm.prompts_per_step * sched.scenario.algorithm.samples_per_prompt
 
 
 def test_colocate_async_takes_turns_on_the_same_gpus_and_resumes_partial_rollouts():
@@ -372,10 +375,13 @@ def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
     resplits = tl[(tl["gpu_group"] == "actor") & (tl["phase"] == "resplit")]
     assert len(resplits) == len(applied)
     assert resplits["end_s"].sub(resplits["start_s"]).tolist() == pytest.approx([r["cost_s"] for r in applied])
-    # After the first re-split the trainer trains on fewer GPUs and its GPUs generate as engines.
+    # Between re-splits the trainer trains on the GPUs the last one left it; those it gave up generate.
+    ends = [*resplits["end_s"].tolist(), float("inf")]
+    train = tl[(tl["gpu_group"] == "actor") & (tl["phase"] == "train")]
+    for rec, start, end in zip(applied, ends, ends[1:], strict=False):
+        rows = train[(train["start_s"] >= start) & (train["start_s"] < end)]
+        assert len(rows) and (rows["gpus"] == sched.scenario.role_gpus("actor") - 2 * rec["to"]).all()
     first = resplits["end_s"].min()
-    after = tl[(tl["gpu_group"] == "actor") & (tl["phase"] == "train") & (tl["start_s"] >= first)]
-    assert (after["gpus"] == sched.scenario.role_gpus("actor") - 2 * applied[0]["to"]).all()
     lent = tl[tl["gpu_group"].str.startswith("lent-")]
     assert len(lent) > 0 and lent["start_s"].min() >= first
     steps = sched.collector.step_rows
