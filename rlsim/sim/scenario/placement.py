@@ -254,7 +254,7 @@ def hybridflow_problems(
     if not colocated and scn.roles_share_gpus("rollout", "actor"):
         return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
                         f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
-    if schedule != "hybridflow":
+    if schedule in ("one-step-off", "fully-async", "roll"):  # engines generate while the trainer works
         shared = [r for r in scn.roles if r not in ("rollout", "actor") and scn.roles_share_gpus("rollout", r)]
         reward = scn.roles.get("reward")
         shared = [r for r in shared if not (r == "reward" and reward.engine is not None)]  # worded below
