@@ -2,7 +2,8 @@
 
 A decode step on a real engine costs more than the roofline of its kernels: a fixed per-step cost
 (kernel launches, sampling, scheduler work not hidden behind the GPU; much larger without CUDA
-graphs), host work per running sequence (input preparation, detokenisation, Python scheduling in
+graphs: then every kernel's launch is paid on the host, layer by layer, `generation.launch_time`), host
+work per running sequence (input preparation, detokenisation, Python scheduling in
 vLLM before 0.6), and the latency of each of the 2 x layers tensor-parallel all-reduces, which at
 decode sizes (a few KB) is all latency. `engine.kind` selects one row of `ENGINE_KINDS`; the GPU's
 kernel efficiencies stay in the hardware profile.
@@ -128,6 +129,7 @@ class EngineOverheads:
     allreduce_latency_s: float | None  # None: ring-hop latency of the hardware profile
     attention_eta_mem: float | None = None  # None: the hardware profile's decode_eta_mem
     weight_eta_mem: float | None = None  # None: the hardware profile's decode_eta_mem
+    launch_per_kernel_s: float = 0.0  # host launch cost per kernel of an eager engine (0 with CUDA graphs)
 
 
 def engine_overheads(
@@ -143,12 +145,17 @@ def engine_overheads(
     step_ms = step_overhead_ms if step_overhead_ms is not None else k.step_overhead_ms
     if step_ms is None:
         step_ms = hw.decode_fixed_overhead_ms
-    if not cuda_graphs:
-        step_ms += k.eager_extra_ms
+    launch_s = 0.0
+    if not cuda_graphs:  # eager: every kernel's launch, per layer (profile fitted to operators), else a flat cost
+        if hw.kernel_launch_us is not None:
+            launch_s = hw.kernel_launch_us * 1e-6
+        else:
+            step_ms += k.eager_extra_ms
     host = host_per_seq_us if host_per_seq_us is not None else k.host_per_seq_us
     ar = allreduce_latency_us if allreduce_latency_us is not None else k.allreduce_latency_us
     return EngineOverheads(
-        step_ms * 1e-3, host * 1e-6, None if ar is None else ar * 1e-6, k.attention_eta_mem, k.weight_eta_mem
+        step_ms * 1e-3, host * 1e-6, None if ar is None else ar * 1e-6, k.attention_eta_mem, k.weight_eta_mem,
+        launch_s,
     )
 
 

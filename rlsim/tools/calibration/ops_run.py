@@ -47,6 +47,21 @@ class OpsResult:
     held_rows: int
     train_median: float
     train_p90: float
+    small_ops_us: float  # per layer at decode sizes (<= 64 tokens), training models' median rows
+
+    def profile_values(self) -> dict[str, float]:
+        """What a hardware profile takes from this fit (docs/operators.md says what each one means)."""
+        g = self.dense.gemm
+        out = {
+            "decode_eta_mem": round(float(np.mean([g[o].eta_mem for o in ("mlp_up_proj", "mlp_down_proj")])), 3),
+            "decode_eta_compute": round(float(np.median([c.eta_compute(512.0) for c in g.values()])), 3),
+            "prefill_eta_compute": round(float(np.median([c.eta_compute(4096.0) for c in g.values()])), 3),
+            "gemm_fixed_us": round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2),
+            "layer_small_ops_us": round(self.small_ops_us, 1),
+        }
+        if self.launch_us is not None:
+            out["kernel_launch_us"] = round(self.launch_us, 2)
+        return out
 
 
 def fit_collectives(rows: ops_data.CollectiveRows) -> tuple[list[CollectiveFit], np.ndarray]:
@@ -104,7 +119,15 @@ def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, 
     tm, tp90, _ = error_stats(rows.measured_ms[~held], pred[~held])
     if out is not None:
         _write_csv(out / "ops_fit.csv", gpu, rows, pred, held, coll_rows, coll_pred)
-    return OpsResult(gpu, held_out, dense, coll_fits, launch_cost_us(root, gpu), hm, hp, hn, tm, tp90)
+    return OpsResult(gpu, held_out, dense, coll_fits, launch_cost_us(root, gpu), hm, hp, hn, tm, tp90,
+                     _small_ops_us(rows.subset(~held)))
+
+
+def _small_ops_us(rows: ops_data.DenseRows) -> float:
+    """Sum over a layer's memory-bound operators of their median time at decode sizes (<= 64 tokens)."""
+    small = [op for op in ops_data.MEMORY_OPS if op != "emb"]  # the embedding runs once per step, not per layer
+    return float(sum(np.median(rows.measured_ms[(rows.op == op) & (rows.tokens <= 64)]) * 1e3
+                     for op in small if ((rows.op == op) & (rows.tokens <= 64)).any()))
 
 
 def _write_csv(path: Path, gpu, rows, pred, held, coll_rows, coll_pred) -> None:
@@ -138,4 +161,5 @@ def format_result(r: OpsResult) -> str:
                      f"latency {c.latency_us:.1f} us, bandwidth {c.bandwidth_gb_per_s:.0f} GB/s")
     if r.launch_us is not None:
         lines.append(f"  kernel launch + host per operator: {r.launch_us:.1f} us")
+    lines.append("  hardware profile values: " + ", ".join(f"{k} {v}" for k, v in r.profile_values().items()))
     return "\n".join(lines)
