@@ -34,6 +34,7 @@ _NUMERIC_FIELDS = (
     "gemm_fixed_us",
     "layer_small_ops_us",
     "kernel_launch_us",
+    "moe_layer_fixed_us",
 )
 
 
@@ -72,6 +73,8 @@ class HardwareProfile(BaseModel):
         default=None, ge=0, description="GPU time of one linear-layer GEMM kernel beyond its roofline, us")
     layer_small_ops_us: float | None = Field(
         default=None, ge=0, description="Norms, rope, activation and adds of one layer at decode sizes, us")
+    moe_layer_fixed_us: float | None = Field(
+        default=None, ge=0, description="An MoE layer's gating, routing, shuffle and grouped-GEMM fixed time, us")
     kernel_launch_us: float | None = Field(
         default=None, ge=0, description="Host launch cost per kernel when an engine runs without CUDA graphs, us")
     sources: dict[str, str] = Field(description="Citation for every numeric field")

@@ -32,16 +32,17 @@ def _series(first: float, g: float, n: int) -> float:
     return n * first + g * n * (n - 1) / 2.0
 
 
-def kernels_per_layer(tp: int) -> int:
-    """Kernels one dense layer launches in a decode or prefill step: two norms, QKV, rope, KV-cache write,
-    attention, O, up (gate+up fused), activation, down, two residual adds, and two all-reduces at TP > 1
-    (vLLM's and SGLang's Llama layer; docs/operators.md)."""
-    return 12 + (2 if tp > 1 else 0)
+def kernels_per_layer(tp: int, moe: bool = False) -> int:
+    """Kernels one layer launches in a decode or prefill step: two norms, QKV, rope, KV-cache write,
+    attention, O, up (gate+up fused), activation, down, two residual adds, two all-reduces at TP > 1
+    (vLLM's and SGLang's Llama layer), and for an MoE layer gating, top-k, shuffle and a second grouped
+    GEMM (docs/operators.md)."""
+    return 12 + (2 if tp > 1 else 0) + (4 if moe else 0)
 
 
 def launch_time(model: ModelShape, tp: int, overheads: EngineOverheads) -> float:
     """Host launch cost of one step's kernels when the engine runs eagerly (0 with CUDA graphs)."""
-    return model.layers * kernels_per_layer(tp) * overheads.launch_per_kernel_s
+    return model.layers * kernels_per_layer(tp, model.num_experts > 0) * overheads.launch_per_kernel_s
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,10 @@ def linear_layers_time(
     """
     read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     compute = 2.0 * model.active_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
-    return math.hypot(read, compute) + model.layers * hw.layer_fixed_s
+    fixed = hw.layer_fixed_s
+    if model.num_experts and hw.moe_layer_fixed_us is not None:
+        fixed += hw.moe_layer_fixed_us * 1e-6  # gating, top-k routing, token shuffle, grouped-GEMM fixed cost
+    return math.hypot(read, compute) + model.layers * fixed
 
 
 def attention_seconds_per_context_token(

@@ -105,7 +105,8 @@ def _fit_gemm(rows: DenseRows, peak: float, bw: float) -> GemmCurve:
     m, n, k, y, w = r.tokens, r.n, r.k, r.measured_ms, _weights(r.measured_ms)
 
     def residuals(x):
-        t = _gemm_from(x).time_ms(m, n, k, peak, bw)
+        with np.errstate(over="ignore", divide="ignore"):  # trial steps may overflow; least_squares backs off
+            t = _gemm_from(x).time_ms(m, n, k, peak, bw)
         return np.concatenate([w * np.log(t / y), _SMOOTH * np.diff(x[:_NK], 2)])
 
     x0 = np.concatenate([np.full(_NK, 0.5), [np.log(5.0), 0.0, 1.5, np.log(5e-6), np.log(2.0)]])
