@@ -47,11 +47,12 @@ _FLASHINFER = (
 
 # SGLang's batch-1 decode step on two GPUs whose weight-read floors differ 3.4x (docs/sources.md §9):
 # Llama-3-8B on H100, 7.06 ms (floor 4.79 ms), and Qwen2-7B on A30, 19.24 ms (floor 16.3 ms). One
-# weight-streaming efficiency and one per-step cost fit both exactly: t = floor / eta + c + attention.
+# weight-streaming efficiency and one per-step cost fit both exactly: t = floor / eta + c + attention
+# + layers x the profile's fixed kernel time per layer (h100-sxm's, from the operator fit; none on a30).
 # A single efficiency with no per-step cost cannot (0.69 from the H100 point puts the A30 step at
 # 23.8 ms, +24%). tests/test_engine_kinds.py re-runs the fit.
-SGLANG_WEIGHT_ETA = 0.948
-SGLANG_STEP_MS = 1.978
+SGLANG_WEIGHT_ETA = 0.853
+SGLANG_STEP_MS = 0.066
 _SGLANG_TWO_POINT = (
     "fitted: SGLang batch-1 decode steps, Llama-3-8B on H100 7.06 ms (PR #1401) and Qwen2-7B on A30 19.24 ms "
     "(§9), solved together for the weight-stream efficiency and the per-step cost (kernel launches, "
@@ -71,18 +72,19 @@ ENGINE_KINDS: dict[str, EngineKind] = {
             "vllm-0.3", 3.8, 2.2, 540.0, 20.0, None,
             {"step_overhead_ms": "derived: vLLM v0.6 blog, before v0.6 scheduling was 29% of a 13 ms step "
                                  "(docs/sources.md §2); the API server's 33% does not apply offline (verl)",
-             "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
+             "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9); "
+                              "used only on a profile without kernel_launch_us (else layers x kernels x launch)",
              "host_per_seq_us": "fitted: HybridFlow t_g=2 vs 8 cuts 7B generation by 60.3% (§5); "
                                 "tests/test_engine_kinds.py re-runs the fit",
              "allreduce_latency_us": "assumed: NCCL small-message all-reduce over NVLink (vLLM 0.3 has no "
                                      "custom all-reduce); settle with nccl-tests all_reduce_perf at 8-64 KB"},
         ),
         EngineKind(
-            "vllm-0.6", 0.01, 2.2, 8.0, 8.0, 0.85,
+            "vllm-0.6", 0.49, 2.2, 8.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
              "step_overhead_ms": "fitted: Lambda Labs vLLM benchmark (2024-09, v0.6), Llama-3-8B on 1xH100, "
                                  "10 concurrent prompts, median TPOT 7.50 ms (§9), at an assumed mean context of 1,000 "
-                                 "tokens",
+                                 "tokens, on top of the operator-fitted h100-sxm kernels (docs/operators.md)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
              "host_per_seq_us": "assumed: v0.6 overlaps scheduling and output processing with the GPU "
                                 "(vLLM v0.6 blog, §2); settle with a step-time vs batch sweep at fixed context",
@@ -90,7 +92,7 @@ ENGINE_KINDS: dict[str, EngineKind] = {
                                      "nsys traces of a TP decode step"},
         ),
         EngineKind(
-            "vllm-v1", 0.01, 2.2, 4.0, 8.0, 0.85,
+            "vllm-v1", 0.49, 2.2, 4.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
              "step_overhead_ms": "derived: vllm-0.6's fitted value; full CUDA graphs (vLLM PR #16072: -7% "
                                  "median TPOT for small models, §9) would take it below zero, i.e. at the "
