@@ -52,7 +52,7 @@ _FLASHINFER = (
 # A single efficiency with no per-step cost cannot (0.69 from the H100 point puts the A30 step at
 # 23.8 ms, +24%). tests/test_engine_kinds.py re-runs the fit.
 SGLANG_WEIGHT_ETA = 0.853
-SGLANG_STEP_MS = 0.066
+SGLANG_STEP_MS = 0.0662
 _SGLANG_TWO_POINT = (
     "fitted: SGLang batch-1 decode steps, Llama-3-8B on H100 7.06 ms (PR #1401) and Qwen2-7B on A30 19.24 ms "
     "(§9), solved together for the weight-stream efficiency and the per-step cost (kernel launches, "

@@ -54,7 +54,7 @@ class OpsResult:
         g = self.dense.gemm
         out = {
             "decode_eta_mem": round(float(np.mean([g[o].eta_mem for o in ("mlp_up_proj", "mlp_down_proj")])), 3),
-            "decode_eta_compute": round(float(np.median([c.eta_compute(4096.0) for c in g.values()])), 3),
+            "decode_eta_compute": round(float(np.median([c.eta_compute(512.0) for c in g.values()])), 3),
             "prefill_eta_compute": round(float(np.median([c.eta_compute(4096.0) for c in g.values()])), 3),
             "gemm_fixed_us": round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2),
             "layer_small_ops_us": round(self.small_ops_us, 1),
