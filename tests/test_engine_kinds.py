@@ -62,10 +62,9 @@ def test_sglang_two_point_fit_is_rerun_from_its_two_published_steps():
     eta = (f2 - f1) / (t2 - t1)
     assert eta == pytest.approx(SGLANG_WEIGHT_ETA, rel=1e-3)
     assert (t1 - f1 / eta) * 1e3 == pytest.approx(SGLANG_STEP_MS, rel=1e-3)
-    # One efficiency without a per-step cost (the H100 point alone) misses the A30 step by > 20%.
-    f_h100, _ = parts[0]
-    eta_h100_only = f_h100 / parts[0][1]  # all of the H100 step as weight streaming
-    assert linear_layers_time(qwen2_7b, a30, 1, 1, eta_mem=eta_h100_only) > 1.1 * 19.24e-3
+    # With the operator fit's fixed kernel time per layer, almost no per-step cost is left: the two points
+    # need only 0.07 ms beyond their kernels (it was 1.98 ms before the per-layer fixed time was priced).
+    assert 0.0 <= SGLANG_STEP_MS < 0.5
 
 
 def test_vllm_06_fit_reproduces_lambdas_tpot():
