@@ -8,7 +8,11 @@ scenario -> placement -> schedule phases -> engine/costs -> collector -> Result 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rlsim"
 
@@ -151,10 +155,53 @@ def test_nothing_imports_the_cli():
 def test_costs_import_only_hardware_and_model_shapes():
     # csv_inputs is the one validated CSV parser (a leaf: it imports only the size limits), shared by the
     # checks that validate a measured latency/length file and the costs that sample from it.
-    allowed = {"costs", "hardware", "model_shapes", "csv_inputs", "limits"}
+    allowed = {"costs", "hardware", "model_shapes", "csv_inputs", "limits", "_lazy"}
     broken = [f"{m} imports {d}" for m, deps in _graph().items() if _unit(m) == "costs"
               for d in deps if _unit(d) not in allowed]
     assert broken == []
+
+
+# The walls at run time: what an import actually loads (lazy re-exports, imports inside functions).
+# module -> modules (or packages) that importing it must not load.
+HEAVY = ("pandas", "simpy", "matplotlib", "scipy")
+LOADS_NOTHING_HEAVY = {
+    "rlsim": (*HEAVY, "numpy", "pydantic", "typer", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
+    "rlsim.sim.api": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
+    "rlsim.sim.scenario": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario.schema"),
+    "rlsim.sim.costs": (*HEAVY, "numpy", "pydantic", "rlsim.sim.costs.generation"),
+    "rlsim.tools.report.formats": (*HEAVY, "numpy", "rlsim.sim"),
+    "rlsim.tools.cli": (*HEAVY, "numpy", "pydantic", "yaml", "rlsim.sim.scenario.schema", "rlsim.sim.engine"),
+    "rlsim.sim.scenario.schema": ("pandas", "simpy", "matplotlib", "rlsim.sim.engine", "rlsim.sim.simulate",
+                                  "rlsim.tools"),
+    "rlsim.sim.simulate": ("matplotlib", "typer", "rich", "rlsim.tools"),
+}
+
+
+def _loaded_by(module: str) -> set[str]:
+    code = f"import sys, {module}; print('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+@pytest.mark.parametrize("module", sorted(LOADS_NOTHING_HEAVY))
+def test_an_import_loads_only_what_it_uses(module):
+    loaded = _loaded_by(module)
+    banned = LOADS_NOTHING_HEAVY[module]
+    assert sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in banned)) == []
+
+
+def test_the_lazy_facades_still_hand_out_every_name():
+    import rlsim
+    import rlsim.sim.api as api
+    import rlsim.sim.costs as costs
+    import rlsim.sim.scenario as scenario
+
+    for facade in (rlsim, api, costs, scenario):
+        for name in facade.__all__:
+            assert getattr(facade, name) is not None, f"{facade.__name__}.{name}"
+    assert rlsim.simulate is api.simulate and rlsim.load_scenario is scenario.load_scenario
+    with pytest.raises(AttributeError):
+        _ = api.no_such_name
 
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
