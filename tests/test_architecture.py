@@ -155,7 +155,7 @@ def test_nothing_imports_the_cli():
 def test_costs_import_only_hardware_and_model_shapes():
     # csv_inputs is the one validated CSV parser (a leaf: it imports only the size limits), shared by the
     # checks that validate a measured latency/length file and the costs that sample from it.
-    allowed = {"costs", "hardware", "model_shapes", "csv_inputs", "limits", "_lazy"}
+    allowed = {"costs", "hardware", "model_shapes", "csv_inputs", "limits", "_lazy", "sampling"}
     broken = [f"{m} imports {d}" for m, deps in _graph().items() if _unit(m) == "costs"
               for d in deps if _unit(d) not in allowed]
     assert broken == []
@@ -202,6 +202,40 @@ def test_the_lazy_facades_still_hand_out_every_name():
     assert rlsim.simulate is api.simulate and rlsim.load_scenario is scenario.load_scenario
     with pytest.raises(AttributeError):
         _ = api.no_such_name
+
+
+# The speed layer in one room: SimPy's private internals are named in rlsim/sim/engine/kernel.py only.
+KERNEL = PACKAGE / "sim" / "engine" / "kernel.py"
+SIMPY_PRIVATE = {"_queue", "_eid", "_now", "_value", "_ok", "_target", "_defused", "_resume", "_generator",
+                 "_delay", "_events", "_check", "_populate_value", "_build_value"}
+
+
+def _simpy_private_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in SIMPY_PRIVATE:
+            found.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Constant) and node.value in SIMPY_PRIVATE:  # getattr(event, "_ok")
+            found.append((node.lineno, repr(node.value)))
+        elif isinstance(node, ast.Attribute) and node.attr == "__new__" and ast.unparse(node.value) == "object":
+            found.append((node.lineno, "object.__new__"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("simpy"):
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names
+                      if a.name.startswith("_") or node.module.startswith("simpy.core")]
+    return found
+
+
+def test_only_the_kernel_names_simpys_private_attributes():
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line} {what}"
+                 for path in sorted(PACKAGE.rglob("*.py")) if path != KERNEL
+                 for line, what in _simpy_private_uses(ast.parse(path.read_text(encoding="utf-8")))]
+    assert offenders == []
+
+
+def test_the_wall_check_sees_what_the_kernel_does():
+    """The check above finds the kernel's own uses: it would find them anywhere else."""
+    found = {what for _, what in _simpy_private_uses(ast.parse(KERNEL.read_text(encoding="utf-8")))}
+    assert {"._queue", "._eid", "._now", "._value", "._ok", "._target", "object.__new__"} <= found
 
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80

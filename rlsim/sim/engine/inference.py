@@ -20,7 +20,6 @@ from collections import deque
 from typing import Literal
 
 import simpy
-from simpy.events import URGENT
 
 from rlsim.sim.costs.generation import DecodeCoefficients, PrefillCost, decode_coefficients
 from rlsim.sim.engine.environment import SimEnvironment
@@ -162,8 +161,9 @@ class InferenceEngine:
         self._idle()  # end of run: record a busy interval still open
 
     @property
-    def kv_used(self) -> float:
-        return self._base + len(self.running) * self._tick + self._cache.tokens  # _running_context() + cache
+    def kv_used(self) -> int:
+        """KV tokens in use: held by the running sequences, plus the prefix cache's entries."""
+        return self._kv_held() + self._cache.tokens
 
     @property
     def stats(self) -> list[tuple[float, int, int]] | None:
@@ -205,18 +205,10 @@ class InferenceEngine:
                     if end > now:
                         wait = end - now
             self._segment_steps = k
-        if wait is not None:
-            new = env.timeout(wait)
-        else:
-            new = env.event()
-            new._ok, new._value = True, None
-            env.schedule(new, URGENT)
-        old = self._segment_end
-        new.callbacks, old.callbacks = old.callbacks, []
-        self.process._target = new  # SimPy's record of what the process waits on (as Interrupt uses it)
-        self._segment_end = new
+        self._segment_end = env.redirect(self.process, self._segment_end, wait)
 
-    def _running_context(self) -> int:
+    def _kv_held(self) -> int:
+        """KV tokens the running sequences hold: the sum of their contexts, kept as `base + B * tick`."""
         return self._base + len(self.running) * self._tick
 
     def _coefficients(self, batch: int) -> DecodeCoefficients:
@@ -308,9 +300,9 @@ class InferenceEngine:
             batch = len(running) + len(admitted)
             headroom = (watermark if watermark > batch + 1 else batch + 1) if batch else 1  # max(), written out
             need = new_tokens + 1 + headroom
-            held = self._base + len(running) * self._tick  # by the running sequences; + cache = kv_used
-            if capacity - (held + self._cache.tokens) - pending < need:
-                self._cache.evict_until(capacity, held, need + pending, keep=req.trajectory_id if cached else None)
+            if capacity - self.kv_used - pending < need:
+                self._cache.evict_until(capacity, self._kv_held(), need + pending,
+                                        keep=req.trajectory_id if cached else None)
                 if capacity - self.kv_used - pending < need:  # (unchanged KV passed the test above)
                     if not running and not admitted:
                         raise EngineCapacityError(
@@ -422,14 +414,14 @@ class InferenceEngine:
                 if record:  # the batch / KV time series
                     at(env.now)
                     batch(len(running))
-                    kv(self._base + len(running) * self._tick + self._cache.tokens)  # kv_used
+                    kv(self.kv_used)
                 iters, dt = self._prefill_duration(admitted)
                 if self._chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
                     n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))
                     steps = min(iters, n)
                     c = self._coefficients(len(running))
-                    dt += c.steps_time(self._running_context(), steps) - steps * c.fixed
+                    dt += c.steps_time(self._kv_held(), steps) - steps * c.fixed
                     yield env.timeout(dt)
                     self._tick += steps  # every running sequence decoded `steps` tokens
                     self.tokens_generated += steps * len(running)
@@ -451,11 +443,11 @@ class InferenceEngine:
             if self._busy_start is None or self._busy_step != env.rl_step:  # (else busy already: no call)
                 self._busy()
             b = len(running)
-            s0 = self._base + b * self._tick  # _running_context()
+            s0 = self._kv_held()
             if record:
                 at(env.now)
                 batch(b)
-                kv(s0 + self._cache.tokens)  # kv_used
+                kv(self.kv_used)
             c = coeffs.get(b) or self._coefficients(b)
             dt = c.steps_time(s0, n)
             self._segment = (env.now, dt, s0, n, c)
@@ -482,15 +474,14 @@ class InferenceEngine:
             heapq.heappop(heap)
         b = len(running)
         n_done = finish_tick - self._tick
-        held = self._base + b * self._tick
-        free = self.kv_capacity - (held + self._cache.tokens) - reserved  # - kv_used
+        free = self.kv_capacity - self.kv_used - reserved
         if free < n_done * b and self._cache.tokens:
-            self._cache.evict_until(self.kv_capacity, held, n_done * b + reserved)
+            self._cache.evict_until(self.kv_capacity, self._kv_held(), n_done * b + reserved)
             free = self.kv_capacity - self.kv_used - reserved
         n_kv = int(free // b)
         if n_kv <= 0 and b == 1 and not reserved:
             raise EngineCapacityError(
-                f"{self.name}: one sequence of {self._running_context()} tokens fills the KV cache "
+                f"{self.name}: one sequence of {self._kv_held()} tokens fills the KV cache "
                 f"({self.kv_capacity:.0f} tokens)"
             )
         n = n_kv if n_kv < n_done else n_done  # max(0, min(n_done, n_kv)) without the builtins (README, sixth pass)
