@@ -40,7 +40,11 @@ def result_hashes(path: Path, kernel: str | None = None) -> dict:
     scenario = load_scenario(path, [])
     if scenario.steps > 2:
         scenario = load_scenario(path, ["steps=2", f"warmup_steps={min(scenario.warmup_steps, 1)}"])
-    result = simulate(scenario, kernel=kernel)
+    return hash_result(simulate(scenario, kernel=kernel))
+
+
+def hash_result(result) -> dict:
+    """The hashes of one run's output tables and its event count."""
     hashes = {"summary": _sha(json.dumps(result.summary, sort_keys=True, default=str).encode())}
     for name in TABLES:
         table = getattr(result, name, None)
