@@ -14,8 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError, shipped_dir
 
 console = Console()
 err = Console(stderr=True)
@@ -75,7 +74,7 @@ def resolve_scenario_path(name: str) -> Path:
 
 def load(scenario: str, overrides: list[str] | None):
     """The loaded scenario, or exit 2 with one line per problem."""
-    from rlsim.sim.scenario.loader import load_scenario
+    from rlsim.sim.api import load_scenario
 
     try:
         return load_scenario(resolve_scenario_path(scenario), overrides or [])

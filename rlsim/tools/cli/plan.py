@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 from rlsim.tools.cli.common import BackendName, QuietOption, SetOption, console, err, fail, resolve_scenario_path
 
 
@@ -105,6 +103,9 @@ def _status_counts(result) -> str:
 
 
 def _print_recommendations(recs) -> None:
+    from rich import box
+    from rich.table import Table
+
     table = Table(title="rlsim plan: recommendations", box=box.SIMPLE_HEAD)
     for col in ("#", "candidate", "tokens/s", "$/M tokens", "staleness", "idle"):
         table.add_column(col, justify="left" if col == "candidate" else "right")
