@@ -10,8 +10,8 @@ from golden_hashes import golden, result_hashes, scenario_path
 from rlsim.sim.engine.environment import ReferenceEnvironment, SimEnvironment, kernel_choice
 
 GOLDEN = golden()
-# One of each kind of run that is quick: synchronous, fully async, ROLL, and a multi-turn agent (tools).
-QUICK = ["hybridflow/ppo-llama-7b.yaml", "async/areal-1.5b-h800.yaml", "roll/rlvr-qwen2.5-7b-async.yaml",
+# Quick runs of each kind: synchronous, generation-only, ROLL, and a fully-async multi-turn agent (tools).
+QUICK = ["hybridflow/ppo-llama-7b.yaml", "async/areal-1.5b-generation-scaling.yaml", "roll/rlvr-qwen2.5-7b-async.yaml",
          "agentic/tool-latency-base.yaml"]
 
 
