@@ -427,6 +427,7 @@ def test_cli_run_writes_folder(tiny_yaml, tmp_path):
     assert "throughput" in res.output
 
 
+@pytest.mark.slow
 def test_cli_plot_and_compare(tiny_yaml, tmp_path):
     runner = CliRunner()
     out = tmp_path / "run"
