@@ -10,6 +10,8 @@ import pytest
 
 from rlsim.tools.reproduce.validation import TARGET_PCT, validation_tables
 
+pytestmark = pytest.mark.slow  # the validation table simulates every published case (about a minute of CPU)
+
 
 @pytest.fixture(scope="module")
 def tables():
