@@ -61,8 +61,8 @@ def test_require_batches_sets_updates_and_prompts_per_trainer_step(monkeypatch, 
     plans = []
     real = batching.update_plan
 
-    def spy(n_samples, mini_batches, epochs_, dp, seq_lens, balance):
-        plan = real(n_samples, mini_batches, epochs_, dp, seq_lens, balance)
+    def spy(n_samples, mini_batches, epochs_, dp, seq_lens, balance, *scope):
+        plan = real(n_samples, mini_batches, epochs_, dp, seq_lens, balance, *scope)
         plans.append((n_samples, len(plan)))
         return plan
 

@@ -38,7 +38,8 @@ def toy_profile(tmp_path) -> str:
 
 
 def ppo_2gpu(profile: str, **schedule) -> dict:
-    role = {"pool": "main", "model": "m", "parallel": {"tp": 2}}
+    # The plain pass model (long-context terms have their own hand checks in tests/test_long_context.py).
+    role = {"pool": "main", "model": "m", "parallel": {"tp": 2}, "train": {"long_context_costs": False}}
     return {
         "name": "ppo-2gpu",
         "steps": 2,
@@ -57,13 +58,22 @@ def ppo_2gpu(profile: str, **schedule) -> dict:
 def test_two_gpu_colocated_ppo_step_by_hand(toy_profile):
     res = simulate(parse_scenario(ppo_2gpu(toy_profile), source="test"))
     m = ModelShape(**resolve_preset("qwen2.5-0.5b"))
+    from rlsim.sim.costs.memory import kv_capacity_tokens
     from rlsim.sim.hardware import load_profile
 
     hw = load_profile(toy_profile)
     peak = 100e12
     n, L, q = m.params, m.layers, m.heads * m.d_head
-    # Switch to generation: 3D-HybridEngine with train tp2 == gen tp2 moves no bytes, no offload: the overhead.
-    switch = 0.5
+    # Switch to generation: 3D-HybridEngine with train tp2 == gen tp2 gathers nothing; the engine wakes (its
+    # weight shard back over PCIe, the KV pool re-mapped at 100 GB/s), loads the shard (layout conversion from
+    # Megatron + copy: 2 x read+write at 85% of HBM, 50 us per tensor), and the 0.5 s host overhead; after
+    # generation it sleeps (the shard to host over PCIe).
+    shard = m.weight_bytes_total / 2
+    kv_pool = kv_capacity_tokens(m, hw, 2, 0.5, 1e9) * m.kv_bytes_per_token / 2
+    wake = shard / hw.pcie_bytes_per_s + kv_pool / 100e9
+    load = 2 * 2 * shard / (hw.hbm_bytes_per_s * 0.85) + (m.layers * 12 + 3) * 50e-6
+    sleep = shard / hw.pcie_bytes_per_s
+    switch = wake + load + 0.5 + sleep
     # Generation: one prefill of 4 x 8 tokens (emits the first token), then 3 decode steps at batch 4.
     gen = prefill_time(m, hw, 2, 32, 4 * 64, 0) + decode_coefficients(m, hw, 2, 4).steps_time(4 * 9, 3)
     # Forward passes over 4 sequences of 12 tokens on 2 GPUs (tp2, dp1): 2N per token + 2 L q s^2 (causal).
@@ -83,7 +93,7 @@ def test_two_gpu_colocated_ppo_step_by_hand(toy_profile):
     tl = res.timeline[res.timeline["step"] == 0]
     order = [(r.role, r.phase) for r in tl.sort_values("start_s").itertuples()]
     assert order == [
-        ("actor", "switch"), ("rollout", "generate"), ("reward", "forward"), ("actor", "forward"),
+        ("actor", "switch"), ("rollout", "generate"), ("actor", "switch"), ("reward", "forward"), ("actor", "forward"),
         ("reference", "forward"), ("critic", "forward"), ("critic", "train"), ("actor", "train"),
     ]
 

@@ -2,7 +2,7 @@
 
 Every schedule draws a step's (or a group's) lengths through `LengthSampler` / `sample_group_lengths`:
 `n_groups` prompts of `group_size` answers each, groups contiguous. Response lengths can carry the
-shape of real RL generation (README, Response lengths: shaping the tail): a mass of truncated answers at
+shape of real RL generation (docs/scenarios.md, Response lengths: shaping the tail): a mass of truncated answers at
 the cap, a per-prompt difficulty shared by a group, wrong answers longer than right ones, a mean that
 drifts over steps, or (prompt, response) pairs replayed from a trace. Without those options the draws
 are exactly the plain i.i.d. ones, in the same order, so existing scenarios keep their results.

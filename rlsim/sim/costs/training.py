@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.costs.long_context import PLAIN, PassOptions, micro_batches, rank_parts
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -29,6 +30,8 @@ from rlsim.sim.model_shapes import ModelShape
 BACKWARD_FRACTION = 2.0 / 3.0
 # Adam step per parameter: read bf16 param, fp32 grad, master, m, v (18 B); write param, master, m, v (14 B).
 ADAM_STEP_BYTES_PER_PARAM = 32.0
+# clip_grad_norm_: read fp32 grads for the norm (4 B), rescale them in place (4 + 4 B).
+GRAD_CLIP_BYTES_PER_PARAM = 12.0
 
 
 def training_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
@@ -199,14 +202,24 @@ def split_across_dp(seq_lens: np.ndarray, dp: int, balance: bool) -> list[np.nda
     return [seq_lens[idx] for idx in split_indices_across_dp(seq_lens, dp, balance)]
 
 
-def update_plan(n_samples: int, mini_batches: int, epochs: int, dp: int, seq_lens: np.ndarray, balance: bool):
+def update_plan(n_samples: int, mini_batches: int, epochs: int, dp: int, seq_lens: np.ndarray, balance: bool,
+                balance_scope: str = "mini_batch"):
     """Sample indices per optimizer step and DP rank: epochs x mini-batches steps, each split over ranks.
 
-    Every sample is trained exactly once per epoch (mini-batches are contiguous slices of the batch,
-    as verl's `make_minibatch_iterator` without shuffling).
+    Every sample is trained exactly once per epoch. `balance_scope="mini_batch"` slices the batch into
+    contiguous mini-batches and deals each one to the ranks. `"batch"` is verl's order (and AReaL's):
+    the whole batch is dealt to the ranks once (balanced over the batch by `trainer.balance_batch`),
+    then each rank slices its own share into mini-batches, so a mini-batch is balanced across ranks
+    only on average and each optimizer step waits for its heaviest rank (docs/sources.md §11).
     """
     seq_lens = np.asarray(seq_lens)
     plan = []
+    if balance_scope == "batch":
+        shares = split_indices_across_dp(seq_lens[:n_samples], dp, balance)
+        slices = [np.array_split(share, mini_batches) for share in shares]
+        for _ in range(epochs):
+            plan.extend([part[j] for part in slices] for j in range(mini_batches))
+        return plan
     for _ in range(epochs):
         for idx in np.array_split(np.arange(n_samples), mini_batches):
             ranks = split_indices_across_dp(seq_lens[idx], dp, balance)
@@ -237,21 +250,38 @@ def micro_batch_count(rank_tokens: float, token_budget: int) -> int:
     return max(1, math.ceil(rank_tokens / token_budget))
 
 
-def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool) -> float:
-    """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded)."""
+def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool,
+                        clip_grad_norm: bool = False) -> float:
+    """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded).
+
+    `clip_grad_norm` adds torch's clip_grad_norm_: one fp32 read of the gradients for the norm and an
+    in-place rescale (read + write), 12 B per parameter (verl's actor grad_clip defaults to 1.0).
+    """
     params = model.params / (tp * pp) / (dp if sharded else 1)
-    return params * ADAM_STEP_BYTES_PER_PARAM / hw.hbm_bytes_per_s
+    per_param = ADAM_STEP_BYTES_PER_PARAM + (GRAD_CLIP_BYTES_PER_PARAM if clip_grad_norm else 0.0)
+    return params * per_param / hw.hbm_bytes_per_s
 
 
-def _slowest_rank(flops_fn, mfu: float, model, hw, ranks, tp: int, pp: int, token_budget: int):
+def rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_budget: int,
+               opts: PassOptions) -> tuple[float, float]:
+    """(compute, pipeline bubble) of one DP rank's pass."""
+    if opts.plain:  # the plain 6NT + attention-at-MFU model, exactly as before
+        tokens = float(rank.sum())
+        flops_fn = training_flops if train else forward_flops
+        flops = flops_fn(model, tokens, float(np.square(rank, dtype=np.float64).sum()))
+        return _busy(flops, hw, tp * pp, mfu, pp, micro_batch_count(tokens, token_budget))
+    compute = sum(rank_parts(model, hw, rank, tp, pp, mfu, train, opts).values())
+    return compute, compute * (pipeline_bubble_factor(pp, micro_batches(rank, token_budget, opts)) - 1.0)
+
+
+def _slowest_rank(train: bool, mfu: float, model, hw, ranks, tp: int, pp: int, token_budget: int,
+                  opts: PassOptions = PLAIN):
     """(compute, bubble) of the slowest DP rank (busy = compute + pipeline bubble); None if all are empty."""
     worst = None
     for rank in ranks:
         if len(rank) == 0:
             continue
-        tokens = float(rank.sum())
-        flops = flops_fn(model, tokens, float(np.square(rank, dtype=np.float64).sum()))
-        busy = _busy(flops, hw, tp * pp, mfu, pp, micro_batch_count(tokens, token_budget))
+        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts)
         if worst is None or sum(busy) > sum(worst):
             worst = busy
     return worst
@@ -266,10 +296,11 @@ def forward_pass_time(
     dp: int,
     token_budget: int,
     balance: bool = True,
+    opts: PassOptions = PLAIN,
 ) -> float:
     """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch."""
-    worst = _slowest_rank(forward_flops, hw.forward_mfu, model, hw, split_across_dp(seq_lens, dp, balance), tp, pp,
-                          token_budget)
+    worst = _slowest_rank(False, hw.forward_mfu, model, hw, split_across_dp(seq_lens, dp, balance), tp, pp,
+                          token_budget, opts)
     return 0.0 if worst is None else sum(worst)
 
 
@@ -289,18 +320,22 @@ def train_pass_time(
     shard_optimizer: bool = True,
     gpus_per_node: int = 8,
     grad_bytes: float = 2.0,
+    opts: PassOptions = PLAIN,
+    balance_scope: str = "mini_batch",
+    clip_grad_norm: bool = False,
 ) -> float:
     """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
 
     `grad_bytes`: DP traffic per parameter as an equivalent all-reduce (TrainSpec.grad_comm_bytes_per_param).
+    `opts`: the long-context mechanisms priced (costs/long_context.py); `balance_scope`: see `update_plan`.
     """
     comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes)
-    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer)
+    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, clip_grad_norm)
     seq_lens = np.asarray(seq_lens)
     total = 0.0
-    for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance):
-        worst = _slowest_rank(training_flops, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
-                              token_budget)
+    for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance, balance_scope):
+        worst = _slowest_rank(True, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
+                              token_budget, opts)
         if worst is None:
             continue
         compute, bubble = worst

@@ -29,7 +29,7 @@ class HybridFlowSchedule(RLSchedule):
         start = env.now
         if env.rl_step > 0 or self.hybrid:
             if self.hybrid:
-                yield env.timeout(self.switch_to_generate_time())
+                yield env.timeout(self._transition(True, timing))
                 self._busy("actor", "actor", "switch", start)
             else:
                 yield from self.broadcast_weights()
@@ -57,12 +57,21 @@ class HybridFlowSchedule(RLSchedule):
             back = env.now
             actor_only = locks.request(actor_gpus)
             yield env.all_of(actor_only)
-            yield env.timeout(self.switch_to_train_time())
+            yield env.timeout(self._transition(False, timing))
             self._busy("actor", "actor", "switch", back)
             timing["timing_s/update_weights"] += env.now - back
             locks.release(actor_only)
         locks.release(held)
         return prompt, response
+
+    def _transition(self, to_generate: bool, timing: dict) -> float:
+        """Seconds of a hybrid-engine switch; its parts go to the step row as timing_s/transition/<part>."""
+        parts = self.transition_parts(to_generate)
+        for name, seconds in parts.items():
+            if seconds:
+                key = f"timing_s/transition/{name}"
+                timing[key] = timing.get(key, 0.0) + seconds
+        return parts.total
 
     @property
     def sample_judging(self) -> bool:

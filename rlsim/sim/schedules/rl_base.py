@@ -11,9 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.costs.offload import offload_time
-from rlsim.sim.costs.resharding import reshard_time, weight_broadcast_time
+from rlsim.sim.costs.resharding import weight_broadcast_time
 from rlsim.sim.costs.training import forward_pass_time, train_pass_time
+from rlsim.sim.costs.transition import TransitionSetup
+from rlsim.sim.costs.transition import to_generate as transition_to_generate
+from rlsim.sim.costs.transition import to_train as transition_to_train
 from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
@@ -99,22 +103,35 @@ class RLSchedule(Schedule):
 
     # ------------------------------------------------------------------ costs of phases
 
-    def switch_to_generate_time(self) -> float:
-        """Hybrid engine: reshard weights into the generation layout, offload what training does not need."""
+    def transition_setup(self):
+        """What decides the colocated transition of the actor's weights into the rollout engines."""
         scn = self.scenario
         actor, rollout = self._role("actor"), self._role("rollout")
-        model, hw = scn.models[actor.model], role_hardware(scn, actor)
-        spec = scn.schedule
-        t = reshard_time(
-            spec.reshard, model.weight_bytes_total, hw, actor.parallel.tp, actor.parallel.pp, self._dp("actor"),
-            rollout.parallel.tp, 1, self._gpn("actor"),
+        model, hw, eng = scn.models[actor.model], role_hardware(scn, actor), rollout.engine
+        gen_tp = rollout.parallel.tp
+        kv = kv_capacity_tokens(model, hw, gen_tp, eng.gpu_memory_utilization, eng.activation_reserve_gb * 1e9)
+        sched = scn.schedule
+        return TransitionSetup(
+            model=model, hw=hw, sharding=actor.train.sharding, train_tp=actor.parallel.tp,
+            train_pp=actor.parallel.pp, train_dp=self._dp("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
+            reshard=getattr(sched, "reshard", "3d-hybrid-engine"), engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
+            max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
+            sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
         )
-        t += self._offload_time("actor") + spec.switch_overhead_s
-        return t
+
+    def transition_parts(self, to_generate: bool):
+        """Hybrid engine switch by part (rlsim.sim.costs.transition): train->generate or back."""
+        setup = self.transition_setup()
+        offload = self._offload_time("actor")
+        return transition_to_generate(setup, offload) if to_generate else transition_to_train(setup, offload)
+
+    def switch_to_generate_time(self) -> float:
+        """Hybrid engine: wake the engine, gather and load the new weights, offload what training does not need."""
+        return self.transition_parts(True).total
 
     def switch_to_train_time(self) -> float:
-        """Back from generation: bring offloaded training state home (the KV cache is simply freed)."""
-        return self._offload_time("actor")
+        """Back from generation: the engine sleeps, offloaded training state comes home (the KV cache is freed)."""
+        return self.transition_parts(False).total
 
     def _offload_time(self, role: str) -> float:
         r = self._role(role)
@@ -159,11 +176,13 @@ class RLSchedule(Schedule):
                 model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
                 self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
-                grad_bytes=t.grad_comm_bytes_per_param,
+                grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
+                balance_scope="batch" if t.long_context_costs else "mini_batch",
+                clip_grad_norm=t.clip_grad_norm and t.long_context_costs,
             )
         return forward_pass_time(
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
-            t.balance_batch,
+            t.balance_batch, t.pass_options(phase, role),
         )
 
     def first_step_bound_s(self) -> float:
@@ -177,7 +196,8 @@ class RLSchedule(Schedule):
         for phase, role in (*FORWARD_PHASES, *UPDATE_PHASES):
             if role in scn.roles and scn.roles[role].engine is None:
                 bound += 10 * self.phase_time(phase, role, seqs)
-        bound += 10 * (getattr(scn.schedule, "switch_overhead_s", 0.0) + self.switch_to_train_time())
+        if self.hybrid:
+            bound += 10 * (self.switch_to_generate_time() + self.switch_to_train_time())
         if "actor" in scn.roles and not self.hybrid:
             bound += 10 * self.weight_sync_time()
         if agent is not None:

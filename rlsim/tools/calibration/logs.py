@@ -1,6 +1,6 @@
 """Read what RL frameworks log per step into rlsim's phase names (`rlsim calibrate --from-log`).
 
-Accepted files (the syntax is told from the content; README "Calibrate on your run, then predict"):
+Accepted files (the syntax is told from the content; docs/import-calibration.md):
 
 - verl console lines, as verl's console logger prints them: `step:3 - timing_s/gen:321.0 - ...`
   (anything before `step:` on the line, such as a Ray actor prefix, is skipped);

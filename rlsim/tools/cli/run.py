@@ -96,6 +96,9 @@ def run(
         from rlsim.tools.calibration.log_report import band_lines
 
         console.print("\n".join(band_lines(results[0].summary, scn.calibration)), highlight=False)
+    from rlsim.tools.report.validation_band import band_lines as validation_band_lines
+
+    console.print("\n".join(validation_band_lines(results[0].summary, scn)), highlight=False, soft_wrap=True)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
 

@@ -2,5 +2,5 @@
 
 Each importer reads the config as its framework would (Hydra composition and overrides included),
 maps what rlsim models, and accounts for every key: used (-> scenario field), ignored (why) or
-assumed (with the flag that sets it). See the README section "Importing a verl / ROLL / AReaL config".
+assumed (with the flag that sets it). See docs/import-calibration.md.
 """

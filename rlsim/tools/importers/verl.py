@@ -1,6 +1,6 @@
 """verl PPO trainer config (0.9.x; also its one_step_off and fully_async recipes) -> an rlsim scenario.
 
-The mapping table is in the README ("Importing a verl / ROLL / AReaL config"). verl's knobs that
+The mapping table is in docs/import-calibration.md. verl's knobs that
 rlsim borrowed keep their names; the one change of unit: verl's `ppo_mini_batch_size` is a *size*
 in prompts, rlsim's `algorithm.mini_batches` a *count* (train_batch_size / ppo_mini_batch_size).
 """

@@ -4,7 +4,7 @@ While the trainer waits for its first batch, generation runs ahead by up to `hea
 batches; the next steps train on that backlog faster than generation refills it, so measuring them
 rates a generation-bound layout at its trainer's speed. On AReaL's 1.5B cluster (docs/sources.md §9),
 ten steps measured after one warm-up step put 64+64 H800 ahead of 96+32; measured after the head
-start, 96+32 leads by 10-19% (README, "Planning a cluster").
+start, 96+32 leads by 10-19% (docs/planning.md, "Planning a cluster").
 """
 
 from __future__ import annotations

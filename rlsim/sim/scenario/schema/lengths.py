@@ -55,7 +55,7 @@ class LengthStage(Strict):
 class LognormalLength(Strict):
     """Lognormal with the given mean (of the untruncated law), clipped to [min, max] like max_tokens.
 
-    The optional shape keys (README, Response lengths: shaping the tail) default to the plain law.
+    The optional shape keys (docs/scenarios.md, Response lengths: shaping the tail) default to the plain law.
     """
 
     kind: Literal["lognormal"]

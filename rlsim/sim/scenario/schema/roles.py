@@ -102,6 +102,59 @@ class TrainSpec(Strict):
         "(accumulate_allreduce_grads_in_fp32); verl's FSDP mixed precision defaults reduce_dtype to fp32",
     )
 
+    long_context_costs: bool = Field(
+        default=True,
+        description="Price what long sequences cost beyond 6·N·T: attention at FlashAttention-2's length-dependent "
+        "efficiency, log-prob/entropy passes over the vocabulary, activation recompute, padding "
+        "and each optimizer step waiting for its heaviest data-parallel rank (docs/long-context.md); false: the "
+        "plain model (every FLOP at the profile's MFU, each mini-batch balanced across ranks, no clip pass), for "
+        "profiles whose MFU was fitted to a published step under it",
+    )
+    activation_recompute: Literal["auto", "full", "selective", "none"] = Field(
+        default="auto",
+        description="Recompute in backward: full re-runs each decoder layer's forward (verl FSDP's default "
+        "enable_gradient_checkpointing=True; AReaL's gradient_checkpointing=True), selective the core attention "
+        "(Megatron), none (Megatron-Core's default). auto: full if activation_checkpointing else none",
+    )
+    logprob_kernel: Literal["fused", "fp32"] = Field(
+        default="fused",
+        description="Log-prob/entropy over the vocabulary: fused = verl with flash-attn's Triton cross-entropy on bf16 "
+        "logits; fp32 = log_softmax(logits.float()) materialised (AReaL, OpenRLHF)",
+    )
+    packing: Literal["dynamic", "padded"] = Field(
+        default="dynamic",
+        description="dynamic: remove-padding + token-budget micro-batches (verl use_remove_padding + use_dynamic_bsz, "
+        "set by verl's GRPO/DAPO recipes); padded: every sequence padded to the batch's longest",
+    )
+    micro_batch_size_per_gpu: int | None = Field(
+        default=None, gt=0, le=MAX_TOKENS,
+        description="padded: sequences per micro-batch (verl ppo_micro_batch_size_per_gpu); default: token budget",
+    )
+    clip_grad_norm: bool = Field(
+        default=True, description="clip_grad_norm_ before each optimizer step (verl actor grad_clip 1.0)"
+    )
+
+    @property
+    def recompute(self) -> str:
+        """The resolved activation recompute mode."""
+        if self.activation_recompute != "auto":
+            return self.activation_recompute
+        return "full" if self.activation_checkpointing else "none"
+
+    def pass_options(self, phase: str, role: str):
+        """Which long-context mechanisms a phase of this role prices (rlsim.sim.costs.long_context)."""
+        from rlsim.sim.costs.long_context import PLAIN, PassOptions
+
+        if not self.long_context_costs:
+            return PLAIN
+        vocab = role in ("actor", "reference")  # the critic and reward model end in a value head
+        return PassOptions(
+            attention=True, logits=self.logprob_kernel if vocab else None,
+            entropy=phase == "old_log_prob",  # verl's compute_log_prob(calculate_entropy=True)
+            recompute=self.recompute if phase.startswith("update_") else "none",
+            padded=self.packing == "padded", micro_batch_seqs=self.micro_batch_size_per_gpu,
+        )
+
     @property
     def grad_comm_bytes_per_param(self) -> float:
         """DP traffic per parameter per update, as the bytes of an equivalent ring all-reduce.

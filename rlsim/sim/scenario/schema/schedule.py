@@ -50,9 +50,15 @@ class HybridFlowSpec(Strict):
         default="3d-hybrid-engine", description="Train->generate weight reshard method (HybridFlow Table 2)"
     )
     switch_overhead_s: float = Field(
-        default=0.45, ge=0,
-        description="Fixed colocated switch cost per step: engine wake-up/KV re-allocation and gc "
-        "(verl: ~450 ms = 150 ms load + 295 ms gc, docs/sources.md §4)",
+        default=0.295, ge=0,
+        description="Fixed host cost of each train->generate switch (Python gc and CUDA cache emptying; verl "
+        "measured 295 ms of gc, docs/sources.md §4); the weight gather, engine load, wake-up and graph capture "
+        "are priced on top from the model and hardware (docs/long-context.md)",
+    )
+    engine_sleep_level: Literal[1, 2] = Field(
+        default=1,
+        description="Engine sleep mode between generations: 1 backs its weights up in host memory (PCIe both "
+        "ways; verl's call), 2 drops them (docs/sources.md §12)",
     )
     weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
     dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"

@@ -1,0 +1,157 @@
+"""Which publication each fitted constant was set from: the data behind `predicted` in `reproduce validation`.
+
+A validation row is `predicted` only if no constant anywhere in the project (hardware profile, engine
+kind, shipped scenario, cost-model form) was fitted to any number of the row's publication: leave one
+source out. `FITTED` lists every such constant with the publication keys it was fitted to; each
+validation row names one key of `PUBLICATIONS`; `is_predicted` derives the status. Nothing is marked
+by hand: to fit a constant to a new publication, add it here and every row of that publication turns
+`fitted`. tests/test_validation.py checks that every entry names a constant that exists, and that every
+profile or engine-kind constant whose source says "calibrated"/"fitted" is listed.
+
+A constant copied from another ("assumed: same as H100") carries the same publications; listing the
+original is enough, since the status depends only on the set of publications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Publication keys: one per paper, blog post, issue, PR or benchmark (docs/sources.md section in brackets).
+PUBLICATIONS: dict[str, str] = {
+    "nvidia-nim-llama33-70b": "NVIDIA NIM benchmark, Llama-3.3-70B FP8 TP2 on 2xH100 (§2)",
+    "vidur": "Vidur operator profiles, microsoft/vidur (§2, §12)",
+    "frontier": "Frontier simulator's operator profiles, NetX-lab/Frontier (§9, §12)",
+    "vllm-v0.6-blog": "vLLM v0.6 release blog (§2)",
+    "sglang-blog": "SGLang blog, offline throughput on A100 (§2)",
+    "infersim": "InferSim, SGLang on H20 (§2)",
+    "verl-docs-rollout": "verl rollout docs: defaults and the CUDA-graph generation phase (§2)",
+    "sglang-pr1401": "SGLang PR #1401, batch-1 decode steps (§9)",
+    "sglang-a30-qwen2": "SGLang serving Qwen2-7B on an A30 at batch 1 (§9)",
+    "lambda-vllm-2024-09": "Lambda Labs vLLM v0.6 benchmark, September 2024 (§9)",
+    "vllm-pr16072": "vLLM PR #16072, full CUDA graphs (§9)",
+    "megatron-lm": "Megatron-LM MFU on H100 (§3)",
+    "llama3-paper": "Meta's Llama 3 paper, 405B MFU (§3)",
+    "verl-perf-docs": "verl performance docs: MFU and DeepSeek-671B on H20 (§3)",
+    "hybridflow": "HybridFlow, EuroSys'25 (§5)",
+    "verl-one-step-off": "verl docs/advance/one_step_off.md (§6)",
+    "verl-colocated-switch": "verl's colocated switch without offload, ~450 ms per step (§4)",
+    "verl-pr116": "verl PR #116, weight sync on 8xL20 (§4)",
+    "areal-paper": "AReaL, arXiv 2505.24298 (§3, §7, §9)",
+    "areal-blog-v0.3": "AReaL v0.3 blog, generation scaling figure (§9)",
+    "verl-issue-7203": "verl issue #7203, 8xH800 Qwen3.5-9B GRPO step breakdown (§9)",
+    "verl-issue-1208": "verl issue #1208, GH200 7B GRPO step breakdown (§9)",
+    "verl-issue-2751": "verl issue #2751, flat generation time 4-16 nodes (§9)",
+    "roll-flash": "ROLL Flash introduction, rollout share (§8)",
+}
+
+
+@dataclass(frozen=True)
+class FittedConstant:
+    """One constant set from published numbers. `where` is a repo path; `constant` a key in it."""
+
+    where: str
+    constant: str
+    fitted_to: tuple[str, ...]
+    how: str
+
+
+FITTED: tuple[FittedConstant, ...] = (
+    FittedConstant("hardware_profiles/h100-sxm.yaml", "decode_fixed_overhead_ms", ("nvidia-nim-llama33-70b",),
+                   "rlsim calibrate on the five ITL points"),
+    FittedConstant("hardware_profiles/h100-sxm.yaml", "prefill_eta_compute", ("nvidia-nim-llama33-70b",),
+                   "rlsim calibrate on the five ITL points"),
+    FittedConstant("hardware_profiles/h100-sxm.yaml", "decode_eta_mem", ("vidur",),
+                   "69% of HBM peak at 1 token, Llama-2-7B per-operator profile"),
+    FittedConstant("hardware_profiles/h100-sxm.yaml", "decode_eta_compute", ("vidur",),
+                   "67% of BF16 peak at 2048 tokens, Llama-2-7B per-operator profile"),
+    FittedConstant("hardware_profiles/h100-sxm.yaml", "train_mfu", ("megatron-lm", "llama3-paper", "verl-perf-docs"),
+                   "0.40 chosen from the published MFU range"),
+    FittedConstant("hardware_profiles/a100-80gb.yaml", "decode_eta_mem", ("vidur",),
+                   "~71% of HBM peak at batch 1, Llama-3-8B per-operator profile"),
+    FittedConstant("hardware_profiles/a100-80gb.yaml", "decode_eta_compute", ("vidur",),
+                   "~65% of BF16 peak at 2048 tokens"),
+    FittedConstant("hardware_profiles/a100-80gb.yaml", "prefill_eta_compute", ("vidur",),
+                   "~65% of BF16 peak at 2048 tokens"),
+    FittedConstant("hardware_profiles/h20.yaml", "train_mfu", ("verl-one-step-off",),
+                   "sync FSDP2 update_actor 286 s"),
+    FittedConstant("hardware_profiles/h20.yaml", "forward_mfu", ("verl-one-step-off",),
+                   "sync FSDP2 old_log_prob 88 s"),
+    FittedConstant("hardware_profiles/h800.yaml", "train_mfu", ("areal-paper",),
+                   "mean of AReaL's dynamic micro-batching TFLOP/s per GPU over peak"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "sglang-0.4.step_overhead_ms",
+                   ("sglang-pr1401", "sglang-a30-qwen2"), "two-point fit of the batch-1 decode steps"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "sglang-0.4.weight_eta_mem",
+                   ("sglang-pr1401", "sglang-a30-qwen2"), "two-point fit of the batch-1 decode steps"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.6.step_overhead_ms", ("lambda-vllm-2024-09",),
+                   "median TPOT 7.50 ms at 10 concurrent prompts"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-v1.step_overhead_ms",
+                   ("lambda-vllm-2024-09", "vllm-pr16072"), "vllm-0.6's fitted value, argued with PR #16072"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.3.step_overhead_ms", ("vllm-v0.6-blog",),
+                   "scheduling share (29%) of a 13 ms step"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.3.host_per_seq_us", ("hybridflow",),
+                   "t_g=2 vs t_g=8 cuts 7B generation by 60.3%"),
+    FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.6.eager_extra_ms", ("sglang-pr1401",),
+                   "9.28 - 7.06 ms without/with CUDA graphs (every kind carries the same value)"),
+    FittedConstant("rlsim/sim/scenario/schema/schedule.py", "HybridFlowSpec.switch_overhead_s",
+                   ("verl-colocated-switch",), "the default colocated switch cost, 150 ms load + 295 ms gc"),
+    FittedConstant("rlsim/sim/costs/generation.py", "linear_layers_time", ("vidur",),
+                   "the smooth-roofline form chosen on Vidur's A100 profile"),
+    FittedConstant("scenarios/async/areal-1.5b-generation-scaling.yaml", "workload.response_length.sigma",
+                   ("areal-blog-v0.3",), "lognormal spread fitted to the 8- and 128-GPU points"),
+    FittedConstant("scenarios/async/verl-dapo-7b-h20-sync.yaml", "workload.response_length.mean",
+                   ("verl-one-step-off",), "mean fitted so one-step-off's generation takes 458 s"),
+    FittedConstant("scenarios/async/verl-dapo-7b-h20-sync.yaml", "algorithm.rule_reward_s_per_sample",
+                   ("verl-one-step-off",), "the rest of the published sync step as CPU reward work"),
+    FittedConstant("scenarios/async/verl-dapo-7b-h20-sync.yaml", "schedule.switch_overhead_s",
+                   ("verl-one-step-off",), "published gen - gen_seq"),
+    FittedConstant("scenarios/async/verl-dapo-7b-h20-sync-megatron.yaml", "algorithm.rule_reward_s_per_sample",
+                   ("verl-one-step-off",), "the rest of the published sync step as CPU reward work"),
+    FittedConstant("scenarios/async/verl-dapo-7b-h20-sync-megatron.yaml", "schedule.switch_overhead_s",
+                   ("verl-one-step-off",), "published gen - gen_seq"),
+)
+
+
+def fitted_sources() -> frozenset[str]:
+    """Every publication some constant was fitted to."""
+    return frozenset(key for c in FITTED for key in c.fitted_to)
+
+
+def is_predicted(source: str) -> bool:
+    """True when no constant was fitted to any number of `source` (raises KeyError on an unknown key)."""
+    if source not in PUBLICATIONS:
+        raise KeyError(f"unknown publication {source!r}: add it to PUBLICATIONS")
+    return source not in fitted_sources()
+
+
+def constants_fitted_to(source: str) -> list[FittedConstant]:
+    return [c for c in FITTED if source in c.fitted_to]
+
+
+def constant_exists(c: FittedConstant) -> bool:
+    """Whether `c` names a real constant: a dotted key of a YAML file, an engine kind's field, or a function."""
+    from rlsim.sim.paths import shipped_dir
+
+    if c.where.endswith(".yaml"):
+        import yaml
+
+        top, _, rest = c.where.partition("/")
+        node = yaml.safe_load((shipped_dir(top) / rest).read_text())
+        for part in c.constant.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+    if c.where.endswith("engine_kinds.py"):
+        from rlsim.sim.costs.engine_kinds import ENGINE_KINDS
+
+        kind, _, attr = c.constant.rpartition(".")
+        return kind in ENGINE_KINDS and getattr(ENGINE_KINDS[kind], attr, None) is not None
+    import importlib
+
+    node = importlib.import_module(c.where.removesuffix(".py").replace("/", "."))
+    for part in c.constant.split("."):
+        fields = getattr(node, "model_fields", {})
+        node = fields[part] if part in fields else getattr(node, part, None)
+        if node is None:
+            return False
+    return True
