@@ -125,6 +125,7 @@ def decode_shape_rows() -> list[dict]:
 
 def small_batch_decode_rows() -> list[dict]:
     """Small-batch decode step times (SGLang PR #1401, SGLang on A30, Lambda Labs vLLM): engine kinds' sources."""
+    from rlsim.sim.api import ModelShape, resolve_preset
     from rlsim.sim.costs.engine_kinds import engine_overheads
     from rlsim.sim.costs.generation import decode_step_time
 
