@@ -73,7 +73,6 @@ def test_registering_a_fit_turns_its_rows_fitted(monkeypatch):
 
 # ------------------------------------------------------------------ the table (slow: every simulation)
 
-pytestmark = pytest.mark.slow  # the validation table simulates every published case (about a minute of CPU)
 
 
 @pytest.fixture(scope="module")
