@@ -74,7 +74,6 @@ def test_registering_a_fit_turns_its_rows_fitted(monkeypatch):
 # ------------------------------------------------------------------ the table (slow: every simulation)
 
 
-
 @pytest.fixture(scope="module")
 def tables():
     return validation_tables()
