@@ -26,7 +26,6 @@ class FastKernel(simpy.Environment):
     # The clock as a plain attribute, kept equal to simpy's `_now` wherever that moves (`_loop`, `step`):
     # simpy's `now` is a property, and an agentic run reads the clock ~16 times per generation turn.
     now: float = 0.0
-    kind = "fast"
 
     def __init__(self) -> None:
         super().__init__()

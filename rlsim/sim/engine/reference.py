@@ -13,7 +13,7 @@ from simpy.events import Initialize
 
 
 class ReferenceKernel(simpy.Environment):
-    kind = "reference"
+    """FastKernel's methods (succeed_once, redirect, events_processed) on simpy.Environment's public API."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -26,9 +26,9 @@ class ReferenceKernel(simpy.Environment):
 
     def redirect(self, process: simpy.Process, old: simpy.Event, delay: float | None) -> simpy.Event:
         """Make `process`, waiting on `old`, wait instead on a new event `delay` from now (None: an urgent event
-        now: simpy's `Initialize` is the public event triggered at once with urgent priority); `old` expires
-        unheard. `process.target` keeps naming `old`: only an Interrupt reads it, and engines are never
-        interrupted."""
+        now); `old` expires unheard. simpy's `Initialize` is the event its public API offers that is triggered at
+        once with urgent priority (simpy documents it as used by `Process`; it takes no private argument).
+        `process.target` keeps naming `old`: only an Interrupt reads it, and engines are never interrupted."""
         new = self.timeout(delay) if delay is not None else Initialize(self, process)
         new.callbacks, old.callbacks = old.callbacks, []
         return new
