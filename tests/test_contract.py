@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsim.sim.results.collector import STEP_COLUMNS, TIMING_PREFIX
+from rlsim.sim.results.collector import STEP_COLUMNS, SUMMARY_COLUMNS, TIMING_PREFIX
 from rlsim.sim.scenario.loader import apply_overrides, load_scenario, parse_scenario, read_yaml
 from rlsim.sim.simulate import simulate
 from rlsim.tools.report.plots import busy_by_pool
@@ -173,3 +173,37 @@ def test_the_readme_one_module_schedule_runs_and_keeps_the_contract(monkeypatch)
     assert list(res.steps["policy_version"]) == [1, 2, 3]
     assert (res.samples["fate"] == "trained").sum() == res.steps["samples"].sum()
     assert {"timing_s/gen", "timing_s/update_actor"} <= set(res.steps.columns)
+
+
+def test_busy_is_not_useful_keys_are_declared_and_are_fractions_per_pool_and_phase(run):
+    """Tail share per pool and MFU/MBU per pool/phase: declared, in [0, 1], keyed by pools and timeline phases."""
+    name, res = run
+    if name == "generation-only":
+        assert not set(SUMMARY_COLUMNS) & set(res.summary), name
+        return
+    assert set(SUMMARY_COLUMNS) <= set(res.summary), name
+    pools = set(res.scenario.cluster.pools)
+    assert set(res.summary["tail_share_by_pool"]) == pools, name
+    phases = {(p, ph) for p, ph in res.timeline[["pool", "phase"]].itertuples(index=False)}
+    for key in ("mfu_by_phase", "mbu_by_phase"):
+        for k, v in res.summary[key].items():
+            pool, phase = k.split("/")
+            assert (pool, phase) in phases and 0.0 < v <= 1.0, (name, key, k, v)
+    for pool, v in res.summary["tail_share_by_pool"].items():
+        assert 0.0 <= v <= 1.0 + 1e-9, (name, pool, v)
+    if name == "hybridflow":  # 64 samples on 4 engines of 256 seqs: every generating second is a thin tail
+        s = res.summary
+        generating = s["busy_fraction_by_phase"]["generate"] / (1 - s["gpu_idle_fraction"])
+        assert s["tail_share_by_pool"]["gen"] == pytest.approx(generating, rel=1e-6)
+    gen = [k for k in res.summary["mbu_by_phase"] if k.endswith("/generate")]
+    assert gen, name  # every RL schedule decodes
+
+
+def test_quickstart_tail_share_and_mfu_are_what_its_batches_and_costs_say():
+    """Full quickstart: 1,024 responses on 4 engines of 256 sequences start full, then thin out (long tail)."""
+    res = simulate(load_scenario(ROOT / "scenarios/quickstart.yaml", ["steps=1"]))
+    s = res.summary
+    generating = s["busy_fraction_by_phase"]["generate"] / (1 - s["gpu_idle_fraction"])
+    assert 0.05 < s["tail_share_by_pool"]["gen"] < generating  # some, not all, of generation is a thin tail
+    assert s["mfu_by_phase"]["gen/train"] < s["mfu_by_phase"]["gen/forward"] <= 1.0  # fractions of peak
+    assert s["mbu_by_phase"]["gen/generate"] > 3 * s["mfu_by_phase"]["gen/generate"]  # decode is memory-bound

@@ -191,3 +191,41 @@ def test_calibrate_on_verl_megatron_sync_then_predict_one_step_off(tmp_path):
     assert abs(err["step"]) <= 14.0
     assert abs(err["generate"]) <= 15.0
     assert abs(err["old_log_prob"]) <= 36.0 and abs(err["update_actor"]) <= 32.0
+
+
+# ------------------------------------------------------------- the fit says when it did not fit
+
+
+def test_fit_report_says_which_factor_moved_and_warns_on_residuals_and_nothing_moved():
+    from rlsim.tools.calibration.log_fit import LogFit, PhaseRow, fit_residual_pct
+    from rlsim.tools.calibration.log_report import fit_warnings
+
+    rows = [PhaseRow("step", 100.0, 105.8, True), PhaseRow("generate", 50.0, 78.0, True),
+            PhaseRow("update_actor", 40.0, 41.0, True)]
+    assert fit_residual_pct(rows) == 5.8  # the step's residual where the log has a step time
+    assert fit_residual_pct(rows[1:]) == pytest.approx(math.sqrt((56.0 ** 2 + 2.5 ** 2) / 2), abs=0.1)
+    moved = LogFit({"train_mfu": 0.3, "forward_mfu": 0.5}, {"train_mfu": 0.4, "forward_mfu": 0.5}, rows, 5.8, None,
+                   3, None)
+    assert moved.moved("train_mfu") and not moved.moved("forward_mfu")
+    lines = fit_warnings(moved)
+    assert lines == ["warning: generate stays +56.0% off the log after fitting (> 15%)"]
+    still = LogFit({"train_mfu": 0.4}, {"train_mfu": 0.4}, rows[:1], 5.8, None, 1, None)
+    assert fit_warnings(still) == ["warning: no factor moved: the log did not change the model; the overlay only "
+                                   "carries the band"]
+
+
+def test_quickstart_on_the_dapo_log_warns_and_its_band_is_the_residual_not_the_noise(tmp_path):
+    """A scenario of another job: nothing moves, every phase stays ~88% off; run's band says so, not ± 0.1%."""
+    out = tmp_path / "cal.yaml"
+    res = runner.invoke(app, ["calibrate", "--from-log", str(LOGS / "verl-dapo-7b-h20-sync-fsdp2.log"), "--scenario",
+                              "quickstart", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    text = res.output
+    assert "moved" in text and "warning: no factor moved" in text
+    assert "warning: step stays" in text and "warning: update_actor stays" in text
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", [f"calibration={out}"])
+    assert scn.calibration.band_pct > 80  # the fit's residual (the parameters' error alone was ~3%)
+    run = runner.invoke(app, ["run", "quickstart", "--set", f"calibration={out}", "--set", "steps=1",
+                              "--out", str(tmp_path / "r"), "-q", "--no-plots"])
+    assert run.exit_code == 0, run.output
+    assert f"± {scn.calibration.band_pct:.1f}%" in run.output

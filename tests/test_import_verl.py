@@ -81,11 +81,20 @@ def test_shipped_default_imports_validates_runs_and_lists_every_key(trainer_conf
 def test_printed_ignored_list_covers_each_key_under_its_own_reason(trainer_config):
     """The grouped `a.b.*` patterns are complete: each ignored key matches a pattern of its reason only."""
     ledger = run_import("verl", trainer_config / "ppo_trainer.yaml", []).ledger
-    patterns = {}
-    for line in report_lines(ledger):
-        if line.startswith("  ") and "): " in line and "->" not in line and "[set with" not in line:
-            reason, _, shown = line.strip().rpartition("): ")
-            patterns[reason.rsplit(" (", 1)[0]] = shown.split(", ")
+    patterns: dict[str, list[str]] = {}
+    lines = report_lines(ledger)
+    ignored = lines[next(i for i, ln in enumerate(lines) if ln.startswith("ignored (")) + 1:]
+    assert all(len(ln) <= 80 or "," not in ln.rstrip(",") for ln in ignored)  # wrapped; one long key may overrun
+    reason_text, reason = "", None
+    for line in ignored:  # "  reason (n):" (possibly wrapped), then its keys on "    a, b, ..." lines
+        if line.startswith("    "):
+            if reason is None:
+                reason = reason_text.strip().rsplit(" (", 1)[0]
+                patterns[reason] = []
+            patterns[reason] += [p.strip() for p in line.split(",") if p.strip()]
+        else:
+            reason_text = (reason_text + " " + line.strip()) if reason is None else line.strip()
+            reason = None
 
     def matches(key, pattern):
         return key.startswith(pattern[:-1]) if pattern.endswith("*") else key == pattern
@@ -271,3 +280,11 @@ def test_a_config_group_choice_on_the_command_line_switches_to_megatron(trainer_
         "actor_rollout_ref.actor.megatron.optimizer_offload=true"])
     assert imported.scenario.roles["actor"].train.sharding == "megatron"
     assert "actor_rollout_ref.actor.megatron.tensor_model_parallel_size" in imported.ledger.used
+
+
+def test_import_prints_assumed_keys_first_one_per_line(trainer_config):
+    ledger = run_import("verl", trainer_config / "ppo_trainer.yaml", []).ledger
+    lines = report_lines(ledger)
+    assert lines[0] == f"assumed ({len(ledger.assumed)}):"
+    assert all("[set with" in ln for ln in lines[1:1 + len(ledger.assumed)])
+    assert lines[1 + len(ledger.assumed)].startswith("used (")

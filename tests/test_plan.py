@@ -108,6 +108,7 @@ def test_outputs_are_evidence_and_recommendations_run(tmp_path):
     assert yaml.safe_load(rec.read_text())["schedule"]["placement"] == "colocate"
     text = outcome.paths["md"].read_text()
     assert "bottleneck phase: generate" in text and "would need" in text
+    assert "MFU: " in text and "(MBU " in text and "/generate" in text  # busy is not useful, per pool and phase
 
 
 @pytest.fixture(scope="module")

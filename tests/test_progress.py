@@ -85,3 +85,25 @@ def test_progress_callback_reports_every_step():
     scn = load("quickstart", ["steps=2", "algorithm.prompts_per_step=4"])
     simulate(scn, progress=lambda done, total: calls.append((done, total)))
     assert calls and calls[-1][0] == calls[-1][1] and [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_simulation_bar_knows_its_total_from_the_start_so_it_can_show_an_eta():
+    from rlsim.sim.paths import shipped_dir
+    from rlsim.sim.scenario.loader import load_scenario
+    from rlsim.tools.cli.progress import simulate_with_progress
+
+    class Recorder:
+        def __init__(self):
+            self.begun, self.updates = None, []
+
+        def begin(self, label, total=None, unit="steps"):
+            self.begun = (label, total, unit)
+
+        def update(self, done, total=None):
+            self.updates.append((done, total))
+
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", ["steps=2", "warmup_steps=1",
+                                                                       "algorithm.prompts_per_step=8"])
+    bar = Recorder()
+    simulate_with_progress(scn, bar=bar)
+    assert bar.begun[1] == 3 and bar.updates[-1] == (3, 3)

@@ -494,3 +494,22 @@ def test_idle_share_reads_rounding_as_zero_but_keeps_an_overcount():
     assert _idle_share(2.4000000000000004, 2.4) == 0.0  # 1 - 1.0000000000000002
     assert _idle_share(1.2, 2.4) == 0.5
     assert _idle_share(2.5, 2.4) < 0  # double counting would still show
+
+
+def test_quickstart_summary_and_html_show_tail_share_and_mfu_mbu_per_pool(tmp_path):
+    """Busy is not useful: the run summary and the HTML report put tail share and MFU / MBU beside idle."""
+    from typer.testing import CliRunner
+
+    from rlsim.tools.cli import app
+    from rlsim.tools.report.html import render_report
+
+    out = tmp_path / "q"
+    res = CliRunner().invoke(app, ["run", "quickstart", "--set", "steps=1", "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    idle = next(i for i, line in enumerate(lines) if "idle: gen (8 GPUs)" in line)
+    assert "busy in thin tail" in lines[idle + 1] and "%" in lines[idle + 1]
+    assert any("MFU / MBU: generate" in line and line.count("%") == 2 for line in lines[idle + 1:idle + 5])
+    page = render_report(out)
+    for key in ("tail_share_by_pool/gen", "mfu_by_phase/gen/train", "mbu_by_phase/gen/generate"):
+        assert f"<td>{key}</td>" in page, key

@@ -175,6 +175,8 @@ def test_cli_writes_csv_and_tornado(tmp_path):
     assert list(df["swing"]) == sorted(df["swing"], reverse=True)
     assert (tmp_path / "tornado.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "train_mfu" in res.output and "runs in" in res.output
+    assert max(len(line) for line in res.output.splitlines()) <= 80  # every table wraps to 80 columns, none crops
+    assert "…" not in res.output
 
 
 @pytest.mark.parametrize(

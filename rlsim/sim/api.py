@@ -4,7 +4,8 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
 `from rlsim.sim.api import Scenario` loads the scenario schema but not the engine, SimPy or pandas.
 
 - Scenarios: `load_scenario(path, overrides)`, `parse_scenario`, `read_yaml`, `apply_overrides`,
-  `dump_scenario`, `validation_problems`, the `Scenario` model; bad input raises `ScenarioError`
+  `dump_scenario`, `validation_problems`, `sanity_warnings` (valid but implausible values), the `Scenario`
+  model; bad input raises `ScenarioError`
   (a list of `Problem`: file, dotted path, what is wrong).
 - Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
@@ -22,6 +23,7 @@ _WHERE = {
     "apply_overrides": "rlsim.sim.scenario.loader",
     "dump_scenario": "rlsim.sim.scenario.loader",
     "validation_problems": "rlsim.sim.scenario.loader",
+    "sanity_warnings": "rlsim.sim.scenario.sanity",
     "Scenario": "rlsim.sim.scenario.schema",
     "ScenarioError": "rlsim.sim.scenario.errors",
     "Problem": "rlsim.sim.scenario.errors",

@@ -121,6 +121,7 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
     if trajs is not None:
         summary.update(_waste(trajs, timeline))
+    summary.update(_efficiency(scenario, steps, timeline, collector.engines, samples))
     meta = {
         "seed": scenario.seed,
         "events": env.events_processed,
@@ -128,6 +129,16 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
         "simulated_time_s": env.now,
     }
     return Result(scenario, summary, steps, timeline, _engine_stats(collector.engines), meta, samples, tools, trajs)
+
+
+def _efficiency(scenario: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame, engines, samples) -> dict:
+    """Tail share and MFU/MBU of RL runs (rlsim/sim/results/efficiency.py); none for generation-only runs."""
+    from rlsim.sim.results.efficiency import efficiency
+    from rlsim.sim.results.metrics import measured_window
+
+    if scenario.schedule.kind == "generation-only" or steps.empty:
+        return {}
+    return efficiency(scenario, steps, timeline, _engine_stats(engines), samples, *measured_window(steps))
 
 
 def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame) -> dict:

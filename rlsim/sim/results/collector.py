@@ -53,6 +53,19 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
 )}
 
 
+# Summary keys beside the glossary of rlsim/sim/results/metrics.py, declared once like the step columns:
+# how much of the busy time is useful (rlsim/sim/results/efficiency.py). Each maps a pool or "pool/phase"
+# to a fraction in [0, 1].
+SUMMARY_COLUMNS: dict[str, Column] = {c.name: c for c in (
+    Column("tail_share_by_pool", "fraction", LABEL, "share of a pool's busy GPU-seconds in which an engine "
+           "decodes fewer sequences than a quarter of its max_num_seqs (the thin tail of a batch)"),
+    Column("mfu_by_phase", "fraction", LABEL, "achieved / peak BF16 FLOP/s of a pool's GPUs in a phase "
+           "(keys pool/phase; the cost model's FLOP counts)"),
+    Column("mbu_by_phase", "fraction", LABEL, "achieved / peak HBM bytes/s of a pool's GPUs while decoding "
+           "(keys pool/generate: weights once per step plus the running KV cache)"),
+)}
+
+
 def column_kind(name: str) -> str:
     """A declared column's kind; every `timing_s/<phase>` column is a per-step duration."""
     if name.startswith(TIMING_PREFIX):

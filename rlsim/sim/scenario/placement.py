@@ -24,6 +24,7 @@ COLOCATED_SETS = {
     "colocate": [["actor", "rollout", "reference", "critic", "reward"]],
     "split": [["actor", "rollout", "reference"], ["critic", "reward"]],
     "standalone": [["actor", "rollout"], ["critic"], ["reference"], ["reward"]],
+    "disaggregated": [["actor", "reference", "critic", "reward"], ["rollout"]],
 }
 TRAINED = ("actor", "critic")
 _GB = 1e9
@@ -76,7 +77,7 @@ def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
     if spec.pool is None and len(scn.cluster.pools) > 1:
         problems.append(Problem("schedule.pool", f"placement {spec.placement!r} on a multi-pool cluster needs `pool`"))
     pool = scn.cluster.pools[base]
-    groups = [[r for r in s if r in scn.roles] for s in COLOCATED_SETS[spec.placement]]
+    groups = [[r for r in s if r in scn.roles] for s in COLOCATED_SETS[_shortcut(scn)]]
     groups = [g for g in groups if g]
     if spec.placement != "colocate" and len(groups) < 2:
         problems.append(
@@ -109,6 +110,15 @@ def resolve_placement(scn: Scenario) -> tuple[Placement | None, list[Problem]]:
     schedule = spec.model_copy(update={"placement": "custom", "pool": None, "placement_gpus": None})
     resolved = scn.model_copy(update={"cluster": cluster, "roles": new_roles, "schedule": schedule})
     return Placement(resolved, sets), []
+
+
+def _shortcut(scn: Scenario) -> str:
+    """The placement's sets: `split` on a job without critic or reward model (GRPO, DAPO) is what verl
+    users mean by it there, rollout apart from the trainer (`disaggregated`), never a silent colocate."""
+    name = scn.schedule.placement
+    if name == "split" and not {"critic", "reward"} & set(scn.roles):
+        return "disaggregated"
+    return name
 
 
 def _set_gpus(

@@ -36,6 +36,8 @@ from rlsim.tools.calibration.logs import LoggedRun
 # overlapped phases, and weight_sync, not modelled by a factor, are reported only).
 FIT_PHASES = ("step", "gen", "generate", "old_log_prob", "ref", "values", "reward", "update_actor", "update_critic")
 _PRIOR_WEIGHT = 1e-3
+MOVED = 0.01  # a factor the fit changed by less than this share did not move
+RESIDUAL_WARN_PCT = 15.0  # a fitted phase further than this from the log gets a warning
 _DIFF_STEP = 0.02  # finite-difference step in log(factor): 2%, well above the simulation's event granularity
 
 
@@ -83,6 +85,13 @@ class LogFit:
     simulations: int
     hardware: str | None
     notes: list[str] = field(default_factory=list)
+    parameter_error_pct: float = 0.0  # the residual spread per degree of freedom with the simulation's noise
+    fit_residual_pct: float = 0.0  # how far the fitted simulation stays from the log (step, else the RMS phase)
+
+    def moved(self, name: str) -> bool:
+        """Whether the fit moved a factor from its start value (by more than 1%)."""
+        return abs(self.factors[name] / self.start[name] - 1.0) > MOVED if self.start[name] else \
+            self.factors[name] != 0
 
 
 def simulated_phases(result) -> dict[str, float]:
@@ -277,8 +286,20 @@ def fit_log(
     got = simulated_phases(final)
     rows = [PhaseRow(p, v, got.get(p), p in used) for p, v in phases.items()]
     hardware = base.cluster.pools[base.roles["actor"].pool].hardware if "actor" in base.roles else None
-    return LogFit(factors, start, rows, _band_pct(rows, len(names), final, notes), law, len(sim.cache),
-                  hardware, notes)
+    param = _band_pct(rows, len(names), final, notes)
+    resid = fit_residual_pct(rows)
+    # The band a calibrated run carries: the larger of the parameters' error and what the fit left unexplained.
+    return LogFit(factors, start, rows, round(max(param, resid), 1), law, len(sim.cache), hardware, notes,
+                  param, resid)
+
+
+def fit_residual_pct(rows: list[PhaseRow]) -> float:
+    """|residual| of the step time where the log has it, else the RMS over the fitted phases (%)."""
+    step = next((r for r in rows if r.phase == "step" and r.residual_pct is not None), None)
+    if step is not None:
+        return round(abs(step.residual_pct), 1)
+    resid = [r.residual_pct for r in rows if r.used and r.residual_pct is not None]
+    return round(math.sqrt(sum(x * x for x in resid) / len(resid)), 1) if resid else 0.0
 
 
 def _band_pct(rows: list[PhaseRow], n_factors: int, result, notes: list[str]) -> float:
@@ -288,8 +309,8 @@ def _band_pct(rows: list[PhaseRow], n_factors: int, result, notes: list[str]) ->
     dof = len(resid) - n_factors
     spread = math.sqrt(sum(x * x for x in resid) / dof) if dof > 0 else 0.0
     if dof <= 0:
-        notes.append(f"{len(resid)} logged phases for {n_factors} factors: the residuals cannot measure model error, "
-                     "so the band holds only the simulation's step-to-step noise; log more phases to widen it honestly")
+        notes.append(f"{len(resid)} logged phases for {n_factors} factors: the parameters' error holds only the "
+                     "simulation's step-to-step noise (the band takes the fit's residual when larger)")
     steps = result.measured_steps["timing_s/step"].to_numpy(dtype=float)
     noise = 100.0 * float(np.std(steps, ddof=1) / np.mean(steps) / math.sqrt(len(steps))) if len(steps) > 1 else 0.0
     return round(math.hypot(spread, noise), 1)

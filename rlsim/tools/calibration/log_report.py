@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from rlsim.tools.calibration.log_fit import LogFit
+from rlsim.tools.calibration.log_fit import RESIDUAL_WARN_PCT, LogFit
 from rlsim.tools.calibration.logs import LoggedRun
 from rlsim.tools.calibration.profile_report import text_table
 
@@ -44,8 +44,8 @@ def format_fit(fit: LogFit, logged: LoggedRun, scenario_name: str) -> str:
     """Printable report: factors (start -> fitted), then logged vs fitted per phase, band and notes."""
     out = [f"Calibration of scenario {scenario_name} from {logged.path.name} "
            f"({logged.framework} {logged.syntax}, {len(logged.steps)} steps; {fit.simulations} simulations)", ""]
-    frows = [[n, f"{fit.start[n]:.4g}", f"{v:.4g}"] for n, v in fit.factors.items()]
-    out += text_table(["factor", "start", "fitted"], frows, [False, True, True])
+    frows = [[n, f"{fit.start[n]:.4g}", f"{v:.4g}", "yes" if fit.moved(n) else "no"] for n, v in fit.factors.items()]
+    out += text_table(["factor", "start", "fitted", "moved"], frows, [False, True, True, False])
     if fit.length_law is not None:
         law = fit.length_law
         out += ["", f"response length: lognormal mean {law.mean:g}, sigma {law.sigma:g}, max {law.max}"]
@@ -54,9 +54,20 @@ def format_fit(fit: LogFit, logged: LoggedRun, scenario_name: str) -> str:
             for r in fit.rows]
     out += [""] + text_table(["phase", "logged s", "fitted s", "residual %", "in fit"], prow,
                              [False, True, True, True, False])
-    out += ["", f"band carried into predictions: ± {fit.band_pct:.1f}%"]
+    out += ["", f"band carried into predictions: ± {fit.band_pct:.1f}% (the larger of the parameters' error "
+            f"{fit.parameter_error_pct:.1f}% and the fit's residual {fit.fit_residual_pct:.1f}%)"]
+    out += fit_warnings(fit)
     out += [f"note: {n}" for n in fit.notes]
     return "\n".join(out)
+
+
+def fit_warnings(fit: LogFit) -> list[str]:
+    """One line per way the fit failed: a fitted phase left far from the log, or no factor moved."""
+    out = [f"warning: {r.phase} stays {r.residual_pct:+.1f}% off the log after fitting (> {RESIDUAL_WARN_PCT:g}%)"
+           for r in fit.rows if r.used and r.residual_pct is not None and abs(r.residual_pct) > RESIDUAL_WARN_PCT]
+    if fit.factors and not any(fit.moved(n) for n in fit.factors):
+        out.append("warning: no factor moved: the log did not change the model; the overlay only carries the band")
+    return out
 
 
 def band_lines(summary: dict, calibration) -> list[str]:

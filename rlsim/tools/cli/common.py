@@ -73,13 +73,22 @@ def resolve_scenario_path(name: str) -> Path:
 
 
 def load(scenario: str, overrides: list[str] | None):
-    """The loaded scenario, or exit 2 with one line per problem."""
+    """The loaded scenario, or exit 2 with one line per problem; asynchronous schedules warm up to steady state."""
     from rlsim.sim.api import load_scenario
+    from rlsim.tools.sweep.steady_state import steady_scenario
 
     try:
-        return load_scenario(resolve_scenario_path(scenario), overrides or [])
+        scn = load_scenario(resolve_scenario_path(scenario), overrides or [])
     except ScenarioError as exc:
         fail(exc.lines())
+    from rlsim.sim.api import sanity_warnings
+
+    for line in sanity_warnings(scn):  # valid, but an implausible magnitude: say so, run anyway
+        err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+    scn, note = steady_scenario(scn, overrides)  # asynchronous runs measure steady state by default
+    if note:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
+    return scn
 
 
 class BackendName(StrEnum):

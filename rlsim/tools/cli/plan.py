@@ -39,7 +39,13 @@ class _BarProgress:
 
 def plan(
     scenario: Annotated[str, typer.Argument(help="Scenario YAML (models, algorithm, workload), or a shipped name")],
-    space: Annotated[Path, typer.Option("--space", help="Space YAML: what may vary (scenarios/plan/*.yaml)")],
+    space: Annotated[Path | None, typer.Option("--space", help="Space YAML: what may vary (scenarios/plan/*.yaml); "
+                                               "optional with --target")] = None,
+    target: Annotated[str | None, typer.Option(
+        "--target", help="Size the cluster: tokens_per_s=V, step_time_s=V or steps=N,deadline_h=H")] = None,
+    gpu: Annotated[list[str] | None, typer.Option(
+        "--gpu", help="With --target: a GPU type to size, TYPE[:MAX GPUs] (repeatable; default the scenario's, "
+        "max 64)")] = None,
     budget_usd_per_hour: Annotated[float | None, typer.Option(help="Most $ per hour a cluster may cost")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="Most GPUs a cluster may have")] = None,
     objective: Annotated[ObjectiveName, typer.Option(help="What to maximise", case_sensitive=False)] =
@@ -65,6 +71,12 @@ def plan(
     if seed is not None and seed < 0:
         fail([f"--seed: expected an integer >= 0, got {seed}"])
     path = resolve_scenario_path(scenario)
+    if target is not None:
+        return _size(path, target, gpu or [], space, out, tuple(set_ or ()), backend.value, workers, seed, quiet)
+    if gpu:
+        fail(["--gpu: goes with --target (the GPU types to size)"])
+    if space is None:
+        fail(["--space: required unless --target is given (e.g. --target tokens_per_s=20000 --gpu h100-sxm)"])
     start = time.perf_counter()
     bar = item_bar(quiet)
     progress = _BarProgress(bar)
@@ -119,3 +131,65 @@ def _print_recommendations(recs) -> None:
         console.print(f"{i}. {c.label}", highlight=False, soft_wrap=True)
         for line in why:
             console.print(f"   - {line}", highlight=False, soft_wrap=True)
+
+
+def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None, out: Path | None,
+          overrides: tuple[str, ...], backend: str, workers: int | None, seed: int | None, quiet: bool) -> None:
+    """`--target`: per GPU type, the smallest cluster and its cheapest layout reaching the target."""
+    from rlsim.sim.api import available_profiles, load_scenario
+    from rlsim.tools.cli.progress import item_bar
+    from rlsim.tools.plan import load_space
+    from rlsim.tools.plan.sizing import parse_gpu, parse_target, size_cluster
+    from rlsim.tools.plan.sizing_report import recommendation, write_sizing
+
+    start = time.perf_counter()
+    try:
+        tgt = parse_target(target_text)
+        known = available_profiles()
+        types = [parse_gpu(g, known) for g in gpus]
+        space = load_space(space_path) if space_path is not None else None
+        if not types:
+            scn = load_scenario(path, overrides)
+            types = [parse_gpu(h, known) for h in dict.fromkeys(p.hardware for p in scn.cluster.pools.values())]
+    except ValueError as exc:
+        fail([str(exc)])
+    except ScenarioError as exc:
+        fail(exc.lines())
+    bar = item_bar(quiet)
+    bar.begin("plan", unit="points")
+    bar.__enter__()
+    try:
+        sizings = size_cluster(path, tgt, types, space, overrides, backend, workers, seed, _BarProgress(bar))
+    except ScenarioError as exc:
+        bar.close()
+        fail(exc.lines())
+    finally:
+        bar.close()
+    out_dir = out or Path("runs") / f"{path.stem}-sizing"
+    paths = write_sizing(sizings, tgt, out_dir)
+    _print_sizing(sizings, tgt)
+    console.print("\n" + recommendation(sizings, tgt), highlight=False)
+    console.print(f"{time.perf_counter() - start:.1f} s wall; wrote {out_dir}/ (plan.csv, {paths['png'].name}, "
+                  "sizing.md)", highlight=False)
+    if not any(sz.answer for sz in sizings):
+        raise typer.Exit(1)
+
+
+def _print_sizing(sizings, tgt) -> None:
+    """The answer per GPU type and its runner-up layouts, in one table no wider than 80 columns."""
+    from rich import box
+    from rich.table import Table
+
+    from rlsim.tools.plan.sizing_report import text_rows
+
+    table = Table(title=f"smallest cluster for {tgt.text}", box=box.SIMPLE_HEAD, width=min(80, console.width),
+                  pad_edge=False)
+    for col in ("GPU", "#", "GPUs", "layout", "step s", "tok/s", "±", "$/M tok"):
+        table.add_column(col, justify="left" if col in ("GPU", "layout") else "right",
+                         overflow="fold", no_wrap=col not in ("GPU", "layout"))
+    for cells in text_rows(sizings):
+        table.add_row(*cells)
+    console.print(table)
+    console.print("tg/tp: generation/training tensor parallel (data parallel over the rest); sync, 1-off, "
+                  "async: HybridFlow, one-step-off, fully async (eta: staleness bound); ±: 95% band over "
+                  "3 seeds", highlight=False)

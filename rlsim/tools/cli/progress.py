@@ -132,7 +132,8 @@ def simulate_with_progress(scenario, seed: int | None = None, bar: LazyBar | Non
     try:
         if bar is None:
             return simulate(scenario, seed=seed)
-        bar.begin(label or f"simulating {scenario.name}", unit="steps")
+        total = getattr(scenario, "steps", 0) + getattr(scenario, "warmup_steps", 0)  # known up front: an ETA
+        bar.begin(label or f"simulating {scenario.name}", total=total or None, unit="steps")
         return simulate(scenario, seed=seed, progress=bar.update)
     except SimulationStalled as exc:
         if bar is not None:

@@ -19,7 +19,7 @@ class FigureFormat(StrEnum):
 
 def reproduce(
     name: Annotated[str, typer.Argument(
-        help="What to reproduce: all, hybridflow-placement, areal-staleness, verl-one-step-off, "
+        help="What to reproduce: all, a README figure F1-F9, hybridflow-placement, areal-staleness, verl-one-step-off, "
         "agentic-latency, transition-cost, generation-tp, async-scaling, long-tail, batch-group, "
         "areal-generation-scaling, verl-generation-flat, validation"
     )],
@@ -30,8 +30,9 @@ def reproduce(
     """Regenerate a published trade-off from shipped scenarios: DIR/<name>/table.csv and a figure."""
     from rlsim.tools.cli.progress import item_bar
     from rlsim.tools.report.style import apply_style, figure_format
-    from rlsim.tools.reproduce import REPRODUCTIONS
+    from rlsim.tools.reproduce import FIGURES, REPRODUCTIONS
 
+    name = FIGURES.get(name.upper(), name)
     names = list(REPRODUCTIONS) if name == "all" else [name]
     unknown = [n for n in names if n not in REPRODUCTIONS]
     if unknown:

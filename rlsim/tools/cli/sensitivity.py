@@ -33,7 +33,6 @@ def sensitivity(
     """
     import time
 
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from rlsim.tools import sensitivity as sens
@@ -76,11 +75,9 @@ def sensitivity(
     if (problem := prepare_out_dir(out_dir)) is not None:
         fail([f"{out_dir}: {problem}"])
     written = sens.write_outputs(result, out_dir, plot=plots)
-    # Piped or in a file, a table must not be squeezed to 80 columns.
-    wide = console if console.is_terminal else Console(width=max(console.width, 160))
-    wide.print(sens.results_table(result))
+    console.print(sens.results_table(result, width=min(80, console.width)))  # fits 80 columns: wraps, never crops
     for line in prep.skipped:
-        console.print(f"not varied: {line}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"not varied: {line}", highlight=False, markup=False)
     runs = 2 * len(prep.inputs) + 1
     console.print(
         f"{len(prep.inputs)} inputs, {runs} runs in {time.perf_counter() - start:.1f} s; "

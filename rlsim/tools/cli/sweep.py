@@ -153,6 +153,8 @@ def sweep(
         plan = plan_sweep(resolve_scenario_path(target), grid or [], zip_ or [], seeds, set_ or [])
     except ScenarioError as exc:
         fail(exc.lines())
+    for line in plan.warnings():  # a warm-up set too short for an asynchronous schedule's steady state
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
     out_dir = out or Path("runs") / f"{plan.name}-sweep"
     where = "" if backend is BackendName.serial else f", {workers or 'all'} workers"
     console.print(

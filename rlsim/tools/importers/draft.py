@@ -71,17 +71,21 @@ def finalize(data: dict, ledger: Ledger, sets: list[str], header: str) -> Import
     return Imported(scenario, "\n".join(lines) + "\n" + body, ledger)
 
 
-def report_lines(ledger: Ledger) -> list[str]:
-    """The three lists as printed by `rlsim import`: used (-> field), ignored (grouped by reason), assumed."""
-    out = [f"used ({len(ledger.used)} keys):"]
+def report_lines(ledger: Ledger, width: int = 80) -> list[str]:
+    """The three lists as printed by `rlsim import`: assumed first (what to check), one per line; used
+    (-> field); ignored, grouped by reason, its keys wrapped to `width` columns."""
+    import textwrap
+
+    out = [f"assumed ({len(ledger.assumed)}):"]
+    out += [f"  {a.what}: {show(a.value)}  [set with {a.flag}]" for a in ledger.assumed]
+    out.append(f"used ({len(ledger.used)} keys):")
     out += [f"  {key} = {show(ledger.leaves[key])}  ->  {target}" for key, target in sorted(ledger.used.items())]
     by_reason: dict[str, list[str]] = {}
     for key, reason in ledger.ignored.items():
         by_reason.setdefault(reason, []).append(key)
     out.append(f"ignored ({len(ledger.ignored)} keys):")
     for reason, keys in sorted(by_reason.items(), key=lambda item: -len(item[1])):
-        shown = compress(keys, ledger.leaves)
-        out.append(f"  {reason} ({len(keys)}): {', '.join(shown)}")
-    out.append(f"assumed ({len(ledger.assumed)}):")
-    out += [f"  {a.what}: {show(a.value)}  [set with {a.flag}]" for a in ledger.assumed]
+        out += textwrap.wrap(f"{reason} ({len(keys)}):", width, initial_indent="  ", subsequent_indent="  ")
+        out += textwrap.wrap(", ".join(compress(keys, ledger.leaves)), width, initial_indent="    ",
+                             subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
     return out

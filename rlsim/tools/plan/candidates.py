@@ -25,8 +25,8 @@ from rlsim.tools.plan.layouts import (
     single_pool_layouts,
 )
 from rlsim.tools.plan.space import ScheduleOption, Space, TrainConfig
-from rlsim.tools.plan.steady_state import steady_state_warmup
 from rlsim.tools.sweep.grid import format_value
+from rlsim.tools.sweep.steady_state import steady_state_warmup
 
 
 @dataclass
@@ -104,7 +104,11 @@ def render(base: dict, layout: Layout, kind: str, fields: dict, gen_tp: int | No
 
 
 def _layouts(space: Space, option: ScheduleOption, roles: dict) -> Iterator[Layout]:
-    names = option.layouts or []
+    names = list(option.layouts or [])
+    if "split" in names and not {"critic", "reward"} & set(roles):
+        # no critic or reward model to split off (GRPO): split means rollout apart from the trainer, as the
+        # schedule's own `placement: split` does (rlsim/sim/scenario/placement.py), never a silent colocate
+        names = [n for n in names if n != "split"] + (["disaggregated"] if "disaggregated" not in names else [])
     for gpu in space.gpus:
         for total in gpu.counts:
             yield from single_pool_layouts(names, roles, gpu, total)

@@ -94,6 +94,7 @@ def explain(c: Candidate, e: Evaluation) -> list[str]:
         rest = ", ".join(f"{k} {v:.1f} s" for k, v in parts[1:4])
         lines.append(f"longest part of a {e.timing['step']:.1f} s step: {parts[0][0]} {parts[0][1]:.1f} s"
                      + (f" ({rest})" if rest else ""))
+    lines += _useful(s)
     idle = _share(s, "idle_fraction_by_pool.")
     if idle:
         pool, frac = max(idle.items(), key=lambda kv: (kv[1], kv[0]))
@@ -104,6 +105,22 @@ def explain(c: Candidate, e: Evaluation) -> list[str]:
             lines.append(f"idlest pool: {pool} ({'+'.join(roles) or 'no roles'}) idles {frac:.0%}: "
                          f"{_why_idle(roles, phases[0][0] if phases else '')}")
     return lines
+
+
+def _useful(s: dict) -> list[str]:
+    """Busy is not useful: the pool with the largest thin-tail share, and MFU / MBU of each pool's phases."""
+    out = []
+    tail = _share(s, "tail_share_by_pool.")
+    if tail:
+        pool, frac = max(tail.items(), key=lambda kv: (kv[1], kv[0]))
+        if frac >= 0.01:
+            out.append(f"busy but thin: {pool} spends {frac:.0%} of its busy time decoding fewer than a quarter "
+                       "of its engines' batch")
+    mfu, mbu = _share(s, "mfu_by_phase."), _share(s, "mbu_by_phase.")
+    if mfu:
+        parts = [f"{k} {v:.0%}" + (f" (MBU {mbu[k]:.0%})" if k in mbu else "") for k, v in sorted(mfu.items())]
+        out.append("MFU: " + ", ".join(parts))
+    return out
 
 
 def _why_idle(roles: list[str], bottleneck: str) -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from rlsim.sim.api import Problem, ScenarioError, read_yaml, validation_problems
 from rlsim.sim.scenario.schema import RoleName, Strict
+from rlsim.sim.scenario.schema.schedule import PLACEMENT_ALIASES, SCHEDULE_ALIASES, canonical_name
 
 Layout = Literal["colocate", "split", "standalone", "partitions", "disaggregated"]
 Offload = Literal["none", "optimizer", "all"]
@@ -71,8 +72,20 @@ class ScheduleOption(Strict):
         "gives alternatives (wrap a list value in another list)",
     )
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind_alias(cls, value):
+        return canonical_name(value, SCHEDULE_ALIASES)
+
+    @field_validator("layouts", mode="before")
+    @classmethod
+    def _layout_aliases(cls, value):
+        return [canonical_name(v, PLACEMENT_ALIASES) for v in value] if isinstance(value, list) else value
+
     @model_validator(mode="after")
     def _layouts(self) -> ScheduleOption:
+        if self.kind != "hybridflow" and self.layouts is not None:  # split = rollout apart, for async kinds
+            self.layouts = list(dict.fromkeys("disaggregated" if n == "split" else n for n in self.layouts))
         if self.layouts is None:
             self.layouts = ["colocate"] if self.kind == "hybridflow" else ["disaggregated"]
         if self.kind != "hybridflow" and set(self.layouts) != {"disaggregated"}:

@@ -12,9 +12,10 @@ import math
 
 def metric_kind(key: str) -> str:
     """seconds, fraction, usd, rate, count or number, from the summary key's name."""
-    grouped = ("idle_fraction_by_pool/", "busy_fraction_by_phase/", "critical_path_share_by_phase/")
+    grouped = ("idle_fraction_by_pool/", "busy_fraction_by_phase/", "critical_path_share_by_phase/",
+               "tail_share_by_pool/")
     name = key.rsplit("/", 1)[0] if key.startswith(grouped) else key
-    if "fraction" in name or "share" in name or key.startswith(("idle/", "busy/")):
+    if "fraction" in name or "share" in name or key.startswith(("idle/", "busy/", "mfu_by_phase", "mbu_by_phase")):
         return "fraction"
     if "usd" in name or name.startswith("cost"):
         return "usd"

@@ -189,6 +189,19 @@ def run_metrics(result: Result) -> dict[str, float]:
     return flat
 
 
+def _useful_rows(values: dict, pool: str, val) -> list[tuple[str, str]]:
+    """Beside a pool's idle share: busy time decoding a thin tail, and MFU / MBU of each of its phases."""
+    rows = []
+    if f"tail_share_by_pool/{pool}" in values:
+        rows.append(("    busy in thin tail (<1/4 batch)", val(f"tail_share_by_pool/{pool}")))
+    for key in [k for k in values if k.startswith(f"mfu_by_phase/{pool}/")]:
+        phase = key.removeprefix(f"mfu_by_phase/{pool}/")
+        mbu = f"mbu_by_phase/{pool}/{phase}"
+        text = val(key) + (f" / {val(mbu)}" if mbu in values else "")
+        rows.append((f"    MFU{' / MBU' if mbu in values else ''}: {phase}", text))
+    return rows
+
+
 def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tuple[str, str]]:
     """Human-readable (metric, value) rows for the terminal.
 
@@ -231,6 +244,7 @@ def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tupl
     for key in [k for k in values if k.startswith("idle_fraction_by_pool/")]:
         pool = key.removeprefix("idle_fraction_by_pool/")
         rows.append((f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}", val(key)))
+        rows += _useful_rows(values, pool, val)
     for key in [k for k in values if k.startswith("busy_fraction_by_phase/")]:
         rows.append((f"  busy: {key.removeprefix('busy_fraction_by_phase/')}", val(key)))
     rows.append(("staleness mean / max", f"{val('staleness_mean')} / {val('staleness_max')}"))

@@ -77,3 +77,9 @@ REPRODUCTIONS: dict[str, Callable[[Path], str]] = {
     "verl-generation-flat": _verl_generation_flat,
     "validation": _validation,
 }
+
+# The README's figure numbers (F1-F9) and the reproduction that draws each (F9, the complexity figure, is
+# drawn by transition-cost beside F2).
+FIGURES = {"F1": "hybridflow-placement", "F2": "transition-cost", "F3": "generation-tp", "F4": "async-scaling",
+           "F5": "areal-staleness", "F6": "long-tail", "F7": "agentic-latency", "F8": "batch-group",
+           "F9": "transition-cost"}

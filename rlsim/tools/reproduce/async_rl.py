@@ -135,14 +135,37 @@ def verl_table(backend: str = "fsdp2") -> pd.DataFrame:
     return table
 
 
+def plot_verl(tables: dict[str, pd.DataFrame]):
+    """Published vs simulated step parts of verl sync and one-step-off, one panel per training backend."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.2 * len(tables), 3.8), squeeze=False)
+    for ax, (backend, table) in zip(axes[0], tables.items(), strict=True):
+        rows = table[table["mode"] != "speedup"]
+        labels = [f"{m}\n{c.removeprefix('timing_s/')}" for m, c in zip(rows["mode"], rows["column"], strict=True)]
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], rows["published_s"], width=0.4, label="published (verl docs)", color="0.6")
+        ax.bar([i + 0.2 for i in x], rows["simulated_s"], width=0.4, label="rlsim", color="#4C72B0")
+        ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
+        ax.set_ylabel("seconds per step")
+        speed = table[table["mode"] == "speedup"].iloc[0]
+        ax.set_title(f"{backend}: speedup {speed.published_s:.2f}x published, {speed.simulated_s:.2f}x rlsim")
+        ax.legend(fontsize=7)
+    fig.suptitle("verl one-step-off vs sync, Qwen2.5-Math-7B DAPO on 16 H20")
+    fig.tight_layout()
+    return fig
+
+
 def verl_report(out: Path) -> str:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables = {backend: verl_table(backend) for backend in ("fsdp2", "megatron")}
     pd.concat([t.assign(backend=b) for b, t in tables.items()]).to_csv(out / "table.csv", index=False)
+    save_figure(plot_verl(tables), out / "step_parts.png")
     lines = []
     for backend, table in tables.items():
         lines.append(f"verl one-step-off vs sync (Qwen2.5-Math-7B DAPO, 16 H20, {backend}):")
         lines += [f"  {r.mode:>12} {r.column:<26} published {r.published_s:8.2f}  rlsim {r.simulated_s:8.2f}  "
                   f"({r.error_pct:+.1f}%)" for r in table.itertuples()]
+    lines.append(f"wrote {out / 'table.csv'} and step_parts.png")
     return "\n".join(lines)

@@ -265,6 +265,23 @@ def validation_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, found
 
 
+def plot_errors(table: pd.DataFrame):
+    """Error of each validation row (predicted and fitted apart), with the target band."""
+    import matplotlib.pyplot as plt
+
+    rows = table.sort_values(["status", "error_pct"])
+    fig, ax = plt.subplots(figsize=(7, 0.22 * len(rows) + 1.5))
+    colors = ["#4C72B0" if s == "predicted" else "0.7" for s in rows["status"]]
+    ax.barh(range(len(rows)), rows["error_pct"], color=colors)
+    ax.set_yticks(range(len(rows)), [str(n)[:60] for n in rows["name"]], fontsize=6)
+    for edge in (-TARGET_PCT, TARGET_PCT):
+        ax.axvline(edge, color="crimson", lw=0.8, ls="--")
+    ax.set_xlabel(f"rlsim vs published (%); dashed: ±{TARGET_PCT:.0f}% target; grey: fitted rows")
+    ax.set_title("Validation against published figures")
+    fig.tight_layout()
+    return fig
+
+
 def summary(table: pd.DataFrame) -> dict:
     """Counts and |error| figures over the predicted rows (what the acceptance targets read)."""
     pred = table[table["status"] == "predicted"]
@@ -287,6 +304,9 @@ def report(out: Path) -> str:
     table.to_csv(out / "table.csv", index=False)
     residuals(table).to_csv(out / "validation_residuals.csv", index=False)
     found.to_csv(out / "findings.csv", index=False)
+    from rlsim.tools.report.style import save_figure
+
+    save_figure(plot_errors(table), out / "errors.png")
     pred = table[table["status"] == "predicted"]
     err = pred["error_pct"].abs()
     n_abs = int((pred["quantity"] == "absolute").sum())
@@ -294,7 +314,7 @@ def report(out: Path) -> str:
              f"(target {MEDIAN_TARGET_PCT:.0f}%), max {err.max():.1f}% (target {MAX_TARGET_PCT:.0f}%), "
              f"{int(pred['within'].sum())}/{len(pred)} within {TARGET_PCT:.0f}%; "
              f"bounds and findings {int(found['passed'].sum())}/{len(found)} hold; "
-             f"{len(table) - len(pred)} fitted rows listed apart"]
+             f"{len(table) - len(pred)} fitted rows listed apart; wrote errors.png"]
     lines.append("predicted:")
     lines += [f"  {r.error_pct:+7.1f}%  {r.quantity:<8}  {r.name}  [{r.source}]" for r in pred.itertuples()]
     lines.append("fitted (a constant was fitted to the same publication; not counted):")

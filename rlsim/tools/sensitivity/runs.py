@@ -220,9 +220,11 @@ def write_outputs(result: SensitivityResult, out: Path, plot: bool = True) -> li
 # ---------------------------------------------------------------- the printed table
 
 
-def results_table(result: SensitivityResult, max_rows: int = 40):
-    """A rich Table: input, its low/high value, the ranking metric at low and high and % each way, other metrics."""
+def results_table(result: SensitivityResult, max_rows: int = 40, width: int = 80):
+    """Rich tables no wider than `width`: the ranking metric (input, low / high value, the metric at low and
+    high, % each way), then the other metrics at low / high, two per table. Cells wrap, never crop."""
     from rich import box
+    from rich.console import Group
     from rich.table import Table
 
     m = result.metric
@@ -230,32 +232,37 @@ def results_table(result: SensitivityResult, max_rows: int = 40):
     bases = "; ".join(
         f"{x} {_fmt_metric(x, result.base_summary[x])}{_unit_suffix(x)}" for x in result.metrics
     )
-    table = Table(title=f"rlsim sensitivity: {result.scenario} (base: {bases})", box=box.SIMPLE_HEAD)
-    # On a narrow terminal the names fold; the numbers keep their width.
-    table.add_column("input", overflow="fold", min_width=16)
-    table.add_column("low / high", justify="right", overflow="fold", min_width=9)
-    for header in (f"{_short_metric(m)} at low", "at high", "low %", "high %"):
-        table.add_column(header, justify="right", no_wrap=True, min_width=max(len(header), 7))
-    for other in others:
-        table.add_column(f"{_short_metric(other)} at low / high", justify="right", overflow="fold", min_width=15)
-    for _, row in result.table.head(max_rows).iterrows():
+    rows = result.table.head(max_rows)
+    table = Table(title=f"rlsim sensitivity: {result.scenario} (base: {bases}); {_short_metric(m)} at each input's "
+                  "low and high value", box=box.SIMPLE_HEAD, width=width)
+    table.add_column("input", overflow="fold", ratio=3)
+    table.add_column("low / high", justify="right", overflow="fold", ratio=2)
+    for header in ("at low", "at high", "low %", "high %"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for _, row in rows.iterrows():
         unit_in = f" {row['unit']}" if row["unit"] and row["unit"] != "fraction" else ""
-        cells = [
+        table.add_row(
             row["label"] + (" *" if row["note"] else ""),
             f"{format_number(row['low_value'])} / {format_number(row['high_value'])}{unit_in}",
-            _fmt_metric(m, row[f"{m}_low"]),
-            _fmt_metric(m, row[f"{m}_high"]),
-            _signed(row[f"{m}_low_pct"]),
-            _signed(row[f"{m}_high_pct"]),
-        ]
-        cells += [f"{_fmt_metric(o, row[f'{o}_low'])} / {_fmt_metric(o, row[f'{o}_high'])}" for o in others]
-        table.add_row(*cells)
+            _fmt_metric(m, row[f"{m}_low"]), _fmt_metric(m, row[f"{m}_high"]),
+            _signed(row[f"{m}_low_pct"]), _signed(row[f"{m}_high_pct"]),
+        )
     notes = [f"* {r['label']}: {r['note']}" for _, r in result.table.iterrows() if r["note"]]
     if len(result.table) > max_rows:
         notes.append(f"... {len(result.table) - max_rows} more rows in sensitivity.csv")
     table.caption = "\n".join(notes) or None
     table.caption_justify = "left"
-    return table
+    parts = [table]
+    for i in range(0, len(others), 2):
+        more = Table(title="other metrics at low / high", box=box.SIMPLE_HEAD, width=width)
+        more.add_column("input", overflow="fold", ratio=3)
+        for other in others[i:i + 2]:
+            more.add_column(_short_metric(other), justify="right", overflow="fold", ratio=2)
+        for _, row in rows.iterrows():
+            more.add_row(row["label"], *[f"{_fmt_metric(o, row[f'{o}_low'])} / {_fmt_metric(o, row[f'{o}_high'])}"
+                                         for o in others[i:i + 2]])
+        parts.append(more)
+    return Group(*parts)
 
 
 def _is_fraction(metric: str) -> bool:

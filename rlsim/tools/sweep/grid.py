@@ -141,7 +141,19 @@ class SweepPlan:
         return str(self.base.get("name") or Path(self.source).stem)
 
     def full_overrides(self, point: Point) -> tuple[str, ...]:
-        return (*self.spec.set, *point.overrides)
+        """The point's overrides; an asynchronous point also warms up to steady state unless it sets warmup_steps."""
+        from rlsim.tools.sweep.steady_state import steady_overrides
+
+        return steady_overrides(self.base, (*self.spec.set, *point.overrides), self.source)[0]
+
+    def warnings(self) -> list[str]:
+        """At most one line: a warm-up the sweep set too short for steady state, with the most steps a point
+        needs."""
+        from rlsim.tools.sweep.steady_state import steady_overrides
+
+        notes = [steady_overrides(self.base, (*self.spec.set, *p.overrides), self.source) for p in self.points]
+        short = [(need, note) for _, note, need in notes if note]
+        return [max(short)[1]] if short else []
 
 
 def is_sweep_file(data: Any) -> bool:

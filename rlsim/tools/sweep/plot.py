@@ -47,6 +47,20 @@ def _short(key: str) -> str:
     return key.rsplit(".", 1)[-1]
 
 
+def _readable_axes(ax, x: str | None, y: str) -> None:
+    """Fractions (idle, shares) in %, as every table shows them; at most six x ticks so labels never overlap."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    from rlsim.tools.report.formats import metric_kind
+
+    if x is not None:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        if metric_kind(x) == "fraction":
+            ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    if metric_kind(y) == "fraction":
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+
+
 def _label(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -98,6 +112,7 @@ def plot_sweep(
         ax.set_xticks(range(len(order)), [_label(v) for v in order], rotation=30 if len(order) > 4 else 0)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+    _readable_axes(ax, None if categorical else x, y)
     averaged = []
     if kind != "scatter":
         if "replicate" in data.columns and data["replicate"].nunique() > 1:
@@ -181,6 +196,7 @@ def plot_pareto(
     arrows = ("higher" if maximize[0] else "lower", "higher" if maximize[1] else "lower")
     ax.set_xlabel(f"{x} ({arrows[0]} is better)")
     ax.set_ylabel(f"{y} ({arrows[1]} is better)")
+    _readable_axes(ax, x, y)
     ax.set_title(f"Pareto front: {_short(y)} vs {_short(x)}", fontsize="medium")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0.0, -0.18), ncol=3, frameon=False)
     ax.grid(alpha=0.3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
@@ -17,6 +17,42 @@ from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
 
 # ---------------------------------------------------------------- schedule
+
+# The words verl, ROLL and AReaL users use for a schedule or a placement, and rlsim's name for each
+# (matched after lower-casing and turning `_` and spaces into `-`). A GRPO/DAPO job has no critic or
+# reward model to split off, so `split` there means what verl users mean by it: rollout on GPUs of its
+# own, the trainer on the rest (`disaggregated`); see rlsim/sim/scenario/placement.py.
+SCHEDULE_ALIASES = {
+    "sync": "hybridflow", "synchronous": "hybridflow", "hybrid-flow": "hybridflow", "verl": "hybridflow",
+    "on-policy": "hybridflow", "ray-trainer": "hybridflow",
+    "one-step-off-policy": "one-step-off", "one-step-off-async": "one-step-off", "one-off": "one-step-off",
+    "fully-async-policy": "fully-async", "async": "fully-async", "asynchronous": "fully-async",
+    "areal": "fully-async", "decoupled": "fully-async", "decoupled-ppo": "fully-async",
+    "roll-async": "roll", "async-generation": "roll",
+}
+PLACEMENT_ALIASES = {
+    "colocated": "colocate", "hybrid": "colocate", "hybrid-engine": "colocate", "shared": "colocate",
+    "collocate": "colocate", "collocated": "colocate",
+    "split-placement": "split",
+    "separate": "standalone", "separated": "standalone",
+    "disaggregate": "disaggregated", "decoupled": "disaggregated", "disagg": "disaggregated",
+    "standalone-rollout": "disaggregated", "rollout-apart": "disaggregated",
+}
+
+
+def canonical_name(value, aliases: dict[str, str]):
+    """rlsim's name for a user's spelling (`fully_async` -> `fully-async`); other values unchanged."""
+    if not isinstance(value, str):
+        return value
+    key = value.strip().lower().replace("_", "-").replace(" ", "-")
+    return aliases.get(key, key)
+
+
+def _canonical_kind(value):
+    if isinstance(value, dict) and "kind" in value:
+        return {**value, "kind": canonical_name(value["kind"], SCHEDULE_ALIASES)}
+    return value
+
 
 
 class GenerationOnlySpec(Strict):
@@ -39,7 +75,10 @@ class HybridFlowSpec(Strict):
     """
 
     kind: Literal["hybridflow"]
-    placement: Literal["colocate", "split", "standalone", "custom"] = "colocate"
+    placement: Literal["colocate", "split", "standalone", "disaggregated", "custom"] = Field(
+        default="colocate", description="colocate | split | standalone | disaggregated (rollout apart from the "
+        "trainer) | custom; verl/ROLL/AReaL spellings (hybrid, colocated, decoupled, ...) are accepted",
+    )
     pool: str | None = Field(default=None, description="Hardware pool the shortcut carves (default: the only pool)")
     placement_gpus: dict[str, int] | None = Field(
         default=None,
@@ -67,6 +106,11 @@ class HybridFlowSpec(Strict):
         description="LLM judge: `batch` scores the whole batch after generation (verl); `sample` scores each "
         "response as soon as it finishes, on judge GPUs apart from the rollout's (ROLL's sample-level scheduling)",
     )
+
+    @field_validator("placement", mode="before")
+    @classmethod
+    def _placement_alias(cls, value):
+        return canonical_name(value, PLACEMENT_ALIASES)
 
 
 class OneStepOffSpec(Strict):
@@ -299,7 +343,8 @@ class RollSpec(Strict):
 
 
 ScheduleSpec = Annotated[
-    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec | RollSpec, Field(discriminator="kind")
+    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec | RollSpec, Field(discriminator="kind"),
+    BeforeValidator(_canonical_kind),
 ]
 
 

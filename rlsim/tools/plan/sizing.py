@@ -1,0 +1,258 @@
+"""Inverse sizing: per GPU type, the smallest cluster (then the cheapest layout on it) that reaches a target.
+
+`rlsim plan SCENARIO --target tokens_per_s=20000 --gpu h100-sxm:64 --gpu h20:96`. For each GPU type the
+cluster sizes are tried smallest first (1, 2, 4 GPUs, then whole 8-GPU nodes up to MAX). At each size
+every layout of the space (colocated, split, disaggregated, the asynchronous schedules, generation TP,
+training TP) is a candidate; the analytic bounds drop those that cannot reach the target, successive
+halving simulates the rest (`run_search`), and the first size where a candidate meets the target is the
+answer, its layouts ranked by $ per million tokens (one price per hour at one size: by throughput).
+The answer's ± band is the 95% interval of throughput over seed replicates (report/uncertainty.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
+from rlsim.tools.plan.search import Evaluation, Progress, run_search
+from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
+
+DEFAULT_MAX_GPUS = 64
+SEED_REPLICATES = 3  # the answer's band: throughput over this many seeds
+TARGET_KEYS = ("tokens_per_s", "step_time_s", "steps", "deadline_h")
+_SCHEDULE = {"hybridflow": "sync", "one-step-off": "1-off", "fully-async": "async", "roll": "roll"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the cluster must reach: a throughput floor, a step-time ceiling, or N steps within H hours."""
+
+    tokens_per_s: float | None = None
+    step_time_s: float | None = None
+    steps: int | None = None
+    deadline_h: float | None = None
+
+    def constraints(self) -> Constraints:
+        if self.step_time_s is not None:  # a step-time ceiling is a one-step deadline
+            return Constraints(deadline_steps=1, deadline_hours=self.step_time_s / 3600.0)
+        return Constraints(min_throughput_tokens_per_s=self.tokens_per_s, deadline_steps=self.steps,
+                           deadline_hours=self.deadline_h)
+
+    def met(self, summary: dict) -> bool:
+        step = float(summary["step_time_s"])
+        if self.tokens_per_s is not None:
+            return float(summary["throughput_tokens_per_s"]) >= self.tokens_per_s
+        if self.step_time_s is not None:
+            return step <= self.step_time_s
+        return self.steps * step / 3600.0 <= self.deadline_h
+
+    @property
+    def text(self) -> str:
+        if self.tokens_per_s is not None:
+            return f"{self.tokens_per_s:,.0f} tokens/s"
+        if self.step_time_s is not None:
+            return f"a step within {self.step_time_s:g} s"
+        return f"{self.steps:,} steps within {self.deadline_h:g} h"
+
+
+def parse_target(text: str) -> Target:
+    """`tokens_per_s=V`, `step_time_s=V` or `steps=N,deadline_h=H`; ValueError with one line otherwise."""
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, raw = part.partition("=")
+        key = key.strip()
+        if not sep or key not in TARGET_KEYS:
+            raise ValueError(f"--target: {part!r}: expected KEY=VALUE with KEY one of {', '.join(TARGET_KEYS)}")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"--target: {key}: expected a number, got {raw.strip()!r}") from None
+        if not value > 0 or not math.isfinite(value):
+            raise ValueError(f"--target: {key}: expected a number > 0, got {raw.strip()}")
+        values[key] = value
+    kinds = [k for k in ("tokens_per_s", "step_time_s") if k in values] + (["steps"] if {"steps", "deadline_h"}
+                                                                           & values.keys() else [])
+    if len(kinds) != 1:
+        raise ValueError("--target: give one of tokens_per_s=V, step_time_s=V or steps=N,deadline_h=H")
+    if kinds == ["steps"]:
+        if {"steps", "deadline_h"} - values.keys():
+            raise ValueError("--target: steps and deadline_h go together, e.g. steps=1000,deadline_h=48")
+        if values["steps"] != int(values["steps"]):
+            raise ValueError(f"--target: steps: expected a whole number, got {values['steps']:g}")
+        return Target(steps=int(values["steps"]), deadline_h=values["deadline_h"])
+    return Target(**values)
+
+
+def parse_gpu(text: str, known: list[str]) -> tuple[str, int]:
+    """`TYPE[:MAX]` -> (profile name, most GPUs); ValueError with one line for an unknown type or bad MAX."""
+    name, _, raw = text.partition(":")
+    name = name.strip()
+    if name not in known:
+        raise ValueError(f"--gpu: unknown GPU type {name!r}; shipped profiles: {', '.join(known)}")
+    if not raw:
+        return name, DEFAULT_MAX_GPUS
+    try:
+        most = int(raw)
+    except ValueError:
+        raise ValueError(f"--gpu {text}: MAX must be a whole number of GPUs, got {raw!r}") from None
+    if most < 1:
+        raise ValueError(f"--gpu {text}: MAX must be >= 1")
+    return name, most
+
+
+def cluster_sizes(most: int, gpus_per_node: int = 8) -> list[int]:
+    """Sizes to try, smallest first: 1, 2, 4 GPUs (parts of a node), then whole nodes up to `most`."""
+    small = [g for g in (1, 2, 4) if g < gpus_per_node and g <= most and gpus_per_node % g == 0]
+    return small + list(range(gpus_per_node, most + 1, gpus_per_node))
+
+
+# The default layouts: verl's colocated hybrid engine and split placement, a disaggregated synchronous
+# step, one-step-off (verl) and AReaL's fully asynchronous rollout at staleness 1 and 2 (docs/sources.md §2, §7).
+DEFAULT_SCHEDULES = (
+    {"kind": "hybridflow", "layouts": ["colocate", "split", "disaggregated"]},
+    {"kind": "one-step-off"},
+    {"kind": "fully-async", "set": {"max_head_offpolicyness": [1, 2]}},
+)
+# Training parallelism in order of preference, the first that fits memory (HybridFlow's auto-mapping):
+# data parallel first, then tensor parallel inside a node, then offloading.
+DEFAULT_TRAINING = ({"tp": 1}, {"tp": 2}, {"tp": 4}, {"tp": 8}, {"tp": 8, "offload": "optimizer"},
+                    {"tp": 8, "offload": "all"})
+
+
+def default_space() -> Space:
+    return Space(gpus=[GpuOption(hardware="h100-sxm", counts=[8])],
+                 schedules=[ScheduleOption(**s) for s in DEFAULT_SCHEDULES],
+                 generation_fraction=[0.5, 0.75],
+                 parallel={"generation_tp": [1, 2, 4, 8], "training": [TrainConfig(**t) for t in DEFAULT_TRAINING]})
+
+
+def space_at(space: Space, hardware: str, gpus: int) -> Space:
+    """`space` on one cluster: `gpus` GPUs of `hardware` (generation TP capped at the cluster)."""
+    parallel = space.parallel.model_copy()
+    if parallel.generation_tp:
+        parallel.generation_tp = [t for t in parallel.generation_tp if t <= gpus] or [1]
+    return space.model_copy(update={"gpus": [GpuOption(hardware=hardware, counts=[gpus])],
+                                    "mixes": [], "parallel": parallel, "constraints": Constraints()})
+
+
+def short_layout(c: Candidate) -> str:
+    """A layout in at most ~30 characters: placement, pools, schedule, generation TP, training config."""
+    k = c.knobs
+    where = {"disaggregated": f"disagg {k['gen_gpus']}+{k['train_gpus']}", "partition": "partition"}.get(
+        k["layout"], k["layout"])
+    parts = [where, _SCHEDULE.get(k["schedule"], k["schedule"])]
+    if k["schedule_set"]:
+        parts.append(k["schedule_set"].replace("max_head_offpolicyness=", "eta").replace(", ", ","))
+    if k["gen_tp"] is not None:
+        parts.append(f"tg{k['gen_tp']}")
+    if k["train"] != "scenario":
+        tp, pp, off = k["train"].split("-")
+        parts.append(tp + ("" if pp == "pp1" else pp) + {"none": "", "optimizer": "+off-opt", "all": "+off"}[off])
+    return " ".join(parts)
+
+
+
+@dataclass
+class SizeTry:
+    """One cluster size of one GPU type: what happened there (why it fell short, or its ranked layouts)."""
+
+    gpus: int
+    candidates: list[Candidate]
+    ranking: list[Evaluation]
+    evaluations: list[Evaluation] = field(default_factory=list)
+    why_not: str = ""
+    memory_bound: bool = False  # every layout was refused for memory
+
+
+@dataclass
+class Sizing:
+    """The answer for one GPU type: the size that reached the target (None when none up to MAX did)."""
+
+    hardware: str
+    most: int
+    tries: list[SizeTry] = field(default_factory=list)
+    band: dict[str, float] = field(default_factory=dict)  # mean and 95% half-width over seed replicates
+
+    @property
+    def answer(self) -> SizeTry | None:
+        return self.tries[-1] if self.tries and self.tries[-1].ranking else None
+
+
+def _why_not(cands: list[Candidate], evals: list[Evaluation], target: Target) -> tuple[str, bool]:
+    """Why no layout at one size met the target, in one phrase; and whether memory alone refused them all."""
+    simulated = [e for e in evals if e.summary is not None]
+    if simulated:
+        best = max(simulated, key=lambda e: e.summary["throughput_tokens_per_s"])
+        s = best.summary
+        return (f"best simulated {s['throughput_tokens_per_s']:,.0f} tokens/s, step {s['step_time_s']:.1f} s "
+                f"({short_layout(cands[best.candidate])})", False)
+    refused = [c for c in cands if c.status == "infeasible"]
+    if refused and len(refused) == len(cands):
+        memory = all("memory" in c.reason.lower() or "fit" in c.reason.lower() for c in refused)
+        first = refused[0].reason.split("; ")[0]
+        return (f"every layout refused{' for memory' if memory else ''}: {first}", memory)
+    pruned = [c for c in cands if c.status == "pruned" and c.reason.startswith("bound")]
+    if pruned:
+        best = max((c.bound.get("throughput_tokens_per_s", 0.0) for c in pruned), default=0.0)
+        return f"bound: at most {best:,.0f} tokens/s (analytic, before simulating)", False
+    return "no layout to try", False
+
+
+def size_one(base: dict, base_dir: Path, space: Space, hardware: str, most: int, target: Target,
+             backend: str, workers: int | None, seed: int, progress: Progress | None) -> Sizing:
+    """Sizes of one GPU type smallest first, until a layout meets the target (or MAX is passed)."""
+    sizing = Sizing(hardware, most)
+    opts = SearchOptions(rungs=list(space.search.rungs), keep=space.search.keep, top_k=space.search.top_k,
+                         batch=space.search.batch)
+    for gpus in cluster_sizes(most):
+        cands = enumerate_candidates(base, space_at(space, hardware, gpus), base_dir)
+        result = run_search(cands, "throughput", target.constraints(), opts, backend, workers, seed, base_dir,
+                            progress)
+        ranking = [e for e in result.ranking if target.met(e.summary)]
+        why, memory = ("", False) if ranking else _why_not(cands, result.evaluations, target)
+        sizing.tries.append(SizeTry(gpus, cands, ranking, result.evaluations, why, memory))
+        if ranking:
+            sizing.band = seed_band(cands[ranking[0].candidate], ranking[0], base_dir, seed)
+            break
+    return sizing
+
+
+def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int) -> dict[str, float]:
+    """Throughput, step time and $/M tokens of the answer over SEED_REPLICATES seeds (its own evaluation is the
+    first): mean and 95% half-width (report/uncertainty.py)."""
+    import pandas as pd
+
+    from rlsim.tools.report.uncertainty import mean_interval
+    from rlsim.tools.sweep.runner import PointTask, run_points
+
+    tasks = [PointTask(i, f"band-{i}", {**cand.data, "steps": first.steps}, cand.label, str(base_dir), (), seed + i)
+             for i in range(1, SEED_REPLICATES)]
+    keys = ("throughput_tokens_per_s", "step_time_s", "cost_per_million_tokens_usd")
+    summaries = [first.summary] + [r["summary"] for r in run_points(tasks) if r["summary"] is not None]
+    rows = [{k: s.get(k) for k in keys} for s in summaries]
+    if len(rows) < 2:
+        return {}
+    stats = mean_interval(pd.DataFrame(rows).astype(float))
+    out = {}
+    for k in keys:
+        if k in stats.index and not math.isnan(stats.loc[k, "mean"]):
+            out[k] = float(stats.loc[k, "mean"])
+            out[f"{k}_ci95"] = float(stats.loc[k, "ci95"])
+    return out
+
+
+def size_cluster(scenario: Path, target: Target, gpus: list[tuple[str, int]], space: Space | None = None,
+                 overrides: tuple[str, ...] = (), backend: str = "serial", workers: int | None = None,
+                 seed: int | None = None, progress: Progress | None = None) -> list[Sizing]:
+    """Per GPU type, the smallest cluster and the cheapest layout on it reaching `target`."""
+    from rlsim.sim.api import apply_overrides, load_scenario, read_yaml
+
+    base_scn = load_scenario(scenario, overrides)  # the scenario itself must be valid
+    base = apply_overrides(read_yaml(scenario), overrides, str(scenario))
+    seed = base_scn.seed if seed is None else seed
+    base_dir = scenario.resolve().parent
+    space = space or default_space()
+    return [size_one(base, base_dir, space, hw, most, target, backend, workers, seed, progress)
+            for hw, most in gpus]

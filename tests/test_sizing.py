@@ -1,0 +1,125 @@
+"""`rlsim plan --target`: per GPU type, the smallest cluster and the cheapest layout on it reaching a target."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from rlsim.sim.paths import shipped_dir
+from rlsim.tools.cli import app
+from rlsim.tools.plan.sizing import Target, cluster_sizes, parse_gpu, parse_target, size_cluster
+from rlsim.tools.plan.sizing_report import binding_resource, recommendation, text_rows
+
+SCENARIO = shipped_dir("scenarios") / "hybridflow" / "grpo-qwen2.5-7b-h100.yaml"
+SMALL = ("algorithm.prompts_per_step=16",)  # 128 responses a step: the same job, a quick test
+cli = CliRunner()
+
+
+def test_targets_parse_and_bad_ones_say_why_in_one_line():
+    assert parse_target("tokens_per_s=20000") == Target(tokens_per_s=20000)
+    assert parse_target("step_time_s=60") == Target(step_time_s=60)
+    assert parse_target("steps=1000,deadline_h=48") == Target(steps=1000, deadline_h=48)
+    for bad, words in (("tokens=5", "KEY one of"), ("tokens_per_s=fast", "expected a number"),
+                       ("steps=10", "go together"), ("tokens_per_s=1,step_time_s=2", "give one of"),
+                       ("step_time_s=-1", "> 0"), ("steps=1.5,deadline_h=2", "whole number")):
+        with pytest.raises(ValueError, match=words):
+            parse_target(bad)
+
+
+def test_target_met_and_its_constraints_agree():
+    s = {"throughput_tokens_per_s": 10_000.0, "step_time_s": 30.0, "simulated_seconds": 90.0, "steps": 3}
+    assert Target(tokens_per_s=9_000).met(s) and not Target(tokens_per_s=11_000).met(s)
+    assert Target(step_time_s=30).met(s) and not Target(step_time_s=29).met(s)
+    assert Target(steps=120, deadline_h=1).met(s) and not Target(steps=121, deadline_h=1).met(s)
+    c = Target(step_time_s=30).constraints()
+    assert c.deadline_steps == 1 and c.deadline_hours * 3600 == pytest.approx(30)
+
+
+def test_gpu_types_and_sizes():
+    known = ["h100-sxm", "h20"]
+    assert parse_gpu("h20:96", known) == ("h20", 96)
+    assert parse_gpu("h100-sxm", known)[0] == "h100-sxm"
+    with pytest.raises(ValueError, match="unknown GPU type 'h30'"):
+        parse_gpu("h30:8", known)
+    with pytest.raises(ValueError, match="whole number"):
+        parse_gpu("h20:many", known)
+    assert cluster_sizes(32) == [1, 2, 4, 8, 16, 24, 32]
+    assert cluster_sizes(4) == [1, 2, 4]
+
+
+@pytest.fixture(scope="module")
+def sizing():
+    target = parse_target("tokens_per_s=8000")
+    return target, size_cluster(SCENARIO, target, [("h100-sxm", 16), ("h20", 64)], overrides=SMALL)
+
+
+def test_the_answer_is_the_smallest_size_that_meets_the_target(sizing):
+    target, sizings = sizing
+    for sz in sizings:
+        ans = sz.answer
+        assert ans is not None, sz.tries[-1].why_not
+        assert all(target.met(e.summary) for e in ans.ranking)
+        # every smaller size was tried and fell short, with the reason
+        assert [t.gpus for t in sz.tries] == [g for g in cluster_sizes(sz.most) if g <= ans.gpus]
+        for t in sz.tries[:-1]:
+            assert not t.ranking and t.why_not
+            assert not any(e.summary and target.met(e.summary) for e in t.evaluations if e.rung == t.evaluations[-1]
+                           .rung and not e.violations)
+        # one price per hour at one size: cheapest per million tokens = most throughput, best first
+        costs = [e.summary["cost_per_million_tokens_usd"] for e in ans.ranking]
+        assert costs == sorted(costs)
+        # the band: throughput over seed replicates, its mean near the answer's own value
+        assert sz.band["throughput_tokens_per_s_ci95"] >= 0
+        assert sz.band["throughput_tokens_per_s"] == pytest.approx(
+            ans.ranking[0].summary["throughput_tokens_per_s"], rel=0.1)
+    h100, h20 = sizings
+    assert h20.answer.gpus > h100.answer.gpus  # H20 has a sixth of the H100's dense FLOP/s
+
+
+def test_one_gpu_is_refused_for_memory_and_binding_resource_is_named(sizing):
+    _, sizings = sizing
+    for sz in sizings:
+        first = sz.tries[0]
+        assert first.gpus == 1 and first.memory_bound and "does not fit" in first.why_not
+        res, why = binding_resource(sz)
+        assert res in ("generation", "training", "memory", "sync") and why
+
+
+def test_table_fits_80_columns_and_recommendation_names_each_type(sizing):
+    target, sizings = sizing
+    rows = text_rows(sizings)
+    assert [r[0] for r in rows if r[0]] == ["h100-sxm", "h20"]
+    text = recommendation(sizings, target)
+    for sz in sizings:
+        assert f"{sz.answer.gpus}" in text and sz.hardware in text
+    assert "binding resource is" in text
+
+
+def test_cli_prints_per_type_gpus_layout_and_cost_in_80_columns(tmp_path: Path):
+    out = tmp_path / "sz"
+    res = cli.invoke(app, ["plan", str(SCENARIO), "--target", "tokens_per_s=8000", "--gpu", "h100-sxm:16",
+                           "--gpu", "h20:64", "--backend", "serial", "--out", str(out), "-q",
+                           *[a for s in SMALL for a in ("--set", s)]], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    table = [line.split() for line in lines if re.match(r"\s*(h100-sxm|h20)\s+1\s+\d+\s", line)]
+    assert [row[:2] for row in table] == [["h100-sxm", "1"], ["h20", "1"]]
+    assert int(table[1][2]) > int(table[0][2])  # GPUs needed: more H20 than H100
+    assert all(float(row[-1]) > 0 for row in table)  # $ per million tokens
+    assert "colocate" in res.output or "disagg" in res.output
+    csv = pd.read_csv(out / "plan.csv")
+    assert set(csv["gpu_type"]) == {"h100-sxm", "h20"}
+    assert (out / "sizing.png").stat().st_size > 10_000
+
+
+def test_cli_bad_target_and_gpu_are_one_line_exit_2(tmp_path: Path):
+    for args, words in ((["--target", "tokens_per_s=x"], "expected a number"),
+                        (["--target", "tokens_per_s=1", "--gpu", "h30"], "unknown GPU type"),
+                        (["--gpu", "h20"], "goes with --target"), ([], "--space: required")):
+        res = cli.invoke(app, ["plan", str(SCENARIO), *args, "--out", str(tmp_path)])
+        assert res.exit_code == 2 and words in res.output, res.output
