@@ -35,6 +35,16 @@ CASES = {
     "agentic-one-step-off": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml", SMALL),
     "agentic-fully-async": (AGENTIC, ["steps=2", "warmup_steps=1"]),
     "agentic-roll": ("scenarios/roll/agentic-sokoban.yaml", SMALL),
+    # The schedules of docs/schedules-2026.md.
+    "one-step-off-rollout-logprobs": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml",
+                                      ["schedule.recompute_logprob=false", *SMALL]),
+    "hybridflow-lora": ("scenarios/sync/grpo-lora.yaml", SMALL),
+    "fully-async-affinity": ("scenarios/async/grpo-affinity-cap.yaml", SMALL),
+    "fully-async-inflight": ("scenarios/async/inflight-updates.yaml", SMALL),
+    "verl-v1-colocate-async": ("scenarios/async/verl-v1-colocate-async.yaml", SMALL),
+    "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
+    "hybridflow-tail-reshard": ("scenarios/sync/tail-reshard.yaml", SMALL),
+    "fully-async-resplit": ("scenarios/async/resplit-online.yaml", ["steps=4", "warmup_steps=1"]),
 }
 
 

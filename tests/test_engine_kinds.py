@@ -35,12 +35,13 @@ def test_generic_and_trtllm_use_the_profiles_calibrated_step():
 
 
 def test_sglang_fit_reproduces_its_batch1_step_with_and_without_cuda_graphs():
-    """SGLang PR #1401 (docs/sources.md §9): 7.06 ms with CUDA graph, 9.28 ms without (both set constants)."""
+    """SGLang PR #1401 (docs/sources.md §9): 7.06 ms with CUDA graph (sets the constants), 9.28 ms without
+    (predicted: 12 kernel launches per layer at Frontier's per-kernel cost explain all but ~9% of it)."""
     graph = decode_step_time(LLAMA3_8B, H100, 1, 1, 512, overheads=engine_overheads("sglang-0.4", H100))
     eager = decode_step_time(LLAMA3_8B, H100, 1, 1, 512,
                              overheads=engine_overheads("sglang-0.4", H100, cuda_graphs=False))
     assert graph == pytest.approx(7.06e-3, rel=0.01)
-    assert eager == pytest.approx(9.28e-3, rel=0.01)
+    assert eager == pytest.approx(9.28e-3, rel=0.10)
 
 
 def test_sglang_two_point_fit_is_rerun_from_its_two_published_steps():
@@ -53,17 +54,17 @@ def test_sglang_two_point_fit_is_rerun_from_its_two_published_steps():
     qwen2_7b = ModelShape(**resolve_preset("qwen2.5-7b"))
     parts = []
     for model, hw, published in ((LLAMA3_8B, H100, 7.06e-3), (qwen2_7b, a30, 19.24e-3)):
-        floor = linear_layers_time(model, hw, 1, 1, eta_mem=1.0)
+        fixed = model.layers * hw.layer_fixed_s  # the operator fit's fixed kernel time per layer (h100 only)
+        floor = linear_layers_time(model, hw, 1, 1, eta_mem=1.0) - fixed
         attention = attention_seconds_per_context_token(model, hw, 1, ENGINE_KINDS["sglang-0.4"].attention_eta_mem)
-        parts.append((floor, published - attention * 512))
+        parts.append((floor, published - attention * 512 - fixed))
     (f1, t1), (f2, t2) = parts
     eta = (f2 - f1) / (t2 - t1)
     assert eta == pytest.approx(SGLANG_WEIGHT_ETA, rel=1e-3)
     assert (t1 - f1 / eta) * 1e3 == pytest.approx(SGLANG_STEP_MS, rel=1e-3)
-    # One efficiency without a per-step cost (the H100 point alone) misses the A30 step by > 20%.
-    f_h100, _ = parts[0]
-    eta_h100_only = f_h100 / parts[0][1]  # all of the H100 step as weight streaming
-    assert linear_layers_time(qwen2_7b, a30, 1, 1, eta_mem=eta_h100_only) > 1.2 * 19.24e-3
+    # With the operator fit's fixed kernel time per layer, almost no per-step cost is left: the two points
+    # need only 0.07 ms beyond their kernels (it was 1.98 ms before the per-layer fixed time was priced).
+    assert 0.0 <= SGLANG_STEP_MS < 0.5
 
 
 def test_vllm_06_fit_reproduces_lambdas_tpot():

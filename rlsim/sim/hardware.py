@@ -31,6 +31,10 @@ _NUMERIC_FIELDS = (
     "forward_mfu",
     "collective_latency_us",
     "price_usd_per_gpu_hour",
+    "gemm_fixed_us",
+    "layer_small_ops_us",
+    "kernel_launch_us",
+    "moe_layer_fixed_us",
 )
 
 
@@ -64,6 +68,15 @@ class HardwareProfile(BaseModel):
     forward_mfu: float = Field(gt=0, le=1, description="Model FLOPs utilisation of forward-only passes")
     collective_latency_us: float = Field(ge=0, description="Per-collective latency term alpha, microseconds")
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, description="Indicative rental price")
+    # Per-operator structure from `rlsim calibrate ops` (docs/operators.md); None: the older closed form.
+    gemm_fixed_us: float | None = Field(
+        default=None, ge=0, description="GPU time of one linear-layer GEMM kernel beyond its roofline, us")
+    layer_small_ops_us: float | None = Field(
+        default=None, ge=0, description="Norms, rope, activation and adds of one layer at decode sizes, us")
+    moe_layer_fixed_us: float | None = Field(
+        default=None, ge=0, description="An MoE layer's gating, routing, shuffle and grouped-GEMM fixed time, us")
+    kernel_launch_us: float | None = Field(
+        default=None, ge=0, description="Host launch cost per kernel when an engine runs without CUDA graphs, us")
     sources: dict[str, str] = Field(description="Citation for every numeric field")
 
     @model_validator(mode="after")
@@ -114,6 +127,14 @@ class HardwareProfile(BaseModel):
     @property
     def collective_latency_s(self) -> float:
         return self.collective_latency_us * 1e-6
+
+    @property
+    def layer_fixed_s(self) -> float:
+        """GPU time per layer that does not scale with weights or tokens: 4 GEMM kernels' fixed cost plus the
+        small memory-bound operators (0 for a profile without the operator fit)."""
+        if self.gemm_fixed_us is None:
+            return 0.0
+        return (4.0 * self.gemm_fixed_us + (self.layer_small_ops_us or 0.0)) * 1e-6
 
     def intra_node_bytes_per_s(self) -> float:
         """GPU-GPU bandwidth inside a node: NVLink, or PCIe where there is none (L40S)."""

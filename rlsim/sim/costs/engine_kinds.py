@@ -2,7 +2,8 @@
 
 A decode step on a real engine costs more than the roofline of its kernels: a fixed per-step cost
 (kernel launches, sampling, scheduler work not hidden behind the GPU; much larger without CUDA
-graphs), host work per running sequence (input preparation, detokenisation, Python scheduling in
+graphs: then every kernel's launch is paid on the host, layer by layer, `generation.launch_time`), host
+work per running sequence (input preparation, detokenisation, Python scheduling in
 vLLM before 0.6), and the latency of each of the 2 x layers tensor-parallel all-reduces, which at
 decode sizes (a few KB) is all latency. `engine.kind` selects one row of `ENGINE_KINDS`; the GPU's
 kernel efficiencies stay in the hardware profile.
@@ -46,11 +47,12 @@ _FLASHINFER = (
 
 # SGLang's batch-1 decode step on two GPUs whose weight-read floors differ 3.4x (docs/sources.md §9):
 # Llama-3-8B on H100, 7.06 ms (floor 4.79 ms), and Qwen2-7B on A30, 19.24 ms (floor 16.3 ms). One
-# weight-streaming efficiency and one per-step cost fit both exactly: t = floor / eta + c + attention.
+# weight-streaming efficiency and one per-step cost fit both exactly: t = floor / eta + c + attention
+# + layers x the profile's fixed kernel time per layer (h100-sxm's, from the operator fit; none on a30).
 # A single efficiency with no per-step cost cannot (0.69 from the H100 point puts the A30 step at
 # 23.8 ms, +24%). tests/test_engine_kinds.py re-runs the fit.
-SGLANG_WEIGHT_ETA = 0.948
-SGLANG_STEP_MS = 1.978
+SGLANG_WEIGHT_ETA = 0.853
+SGLANG_STEP_MS = 0.0662
 _SGLANG_TWO_POINT = (
     "fitted: SGLang batch-1 decode steps, Llama-3-8B on H100 7.06 ms (PR #1401) and Qwen2-7B on A30 19.24 ms "
     "(§9), solved together for the weight-stream efficiency and the per-step cost (kernel launches, "
@@ -70,18 +72,19 @@ ENGINE_KINDS: dict[str, EngineKind] = {
             "vllm-0.3", 3.8, 2.2, 540.0, 20.0, None,
             {"step_overhead_ms": "derived: vLLM v0.6 blog, before v0.6 scheduling was 29% of a 13 ms step "
                                  "(docs/sources.md §2); the API server's 33% does not apply offline (verl)",
-             "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
+             "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9); "
+                              "used only on a profile without kernel_launch_us (else layers x kernels x launch)",
              "host_per_seq_us": "fitted: HybridFlow t_g=2 vs 8 cuts 7B generation by 60.3% (§5); "
                                 "tests/test_engine_kinds.py re-runs the fit",
              "allreduce_latency_us": "assumed: NCCL small-message all-reduce over NVLink (vLLM 0.3 has no "
                                      "custom all-reduce); settle with nccl-tests all_reduce_perf at 8-64 KB"},
         ),
         EngineKind(
-            "vllm-0.6", 0.01, 2.2, 8.0, 8.0, 0.85,
+            "vllm-0.6", 0.49, 2.2, 8.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
              "step_overhead_ms": "fitted: Lambda Labs vLLM benchmark (2024-09, v0.6), Llama-3-8B on 1xH100, "
                                  "10 concurrent prompts, median TPOT 7.50 ms (§9), at an assumed mean context of 1,000 "
-                                 "tokens",
+                                 "tokens, on top of the operator-fitted h100-sxm kernels (docs/operators.md)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9)",
              "host_per_seq_us": "assumed: v0.6 overlaps scheduling and output processing with the GPU "
                                 "(vLLM v0.6 blog, §2); settle with a step-time vs batch sweep at fixed context",
@@ -89,7 +92,7 @@ ENGINE_KINDS: dict[str, EngineKind] = {
                                      "nsys traces of a TP decode step"},
         ),
         EngineKind(
-            "vllm-v1", 0.01, 2.2, 4.0, 8.0, 0.85,
+            "vllm-v1", 0.49, 2.2, 4.0, 8.0, 0.85,
             {"attention_eta_mem": _FLASHINFER,
              "step_overhead_ms": "derived: vllm-0.6's fitted value; full CUDA graphs (vLLM PR #16072: -7% "
                                  "median TPOT for small models, §9) would take it below zero, i.e. at the "
@@ -128,6 +131,7 @@ class EngineOverheads:
     allreduce_latency_s: float | None  # None: ring-hop latency of the hardware profile
     attention_eta_mem: float | None = None  # None: the hardware profile's decode_eta_mem
     weight_eta_mem: float | None = None  # None: the hardware profile's decode_eta_mem
+    launch_per_kernel_s: float = 0.0  # host launch cost per kernel of an eager engine (0 with CUDA graphs)
 
 
 def engine_overheads(
@@ -143,12 +147,17 @@ def engine_overheads(
     step_ms = step_overhead_ms if step_overhead_ms is not None else k.step_overhead_ms
     if step_ms is None:
         step_ms = hw.decode_fixed_overhead_ms
-    if not cuda_graphs:
-        step_ms += k.eager_extra_ms
+    launch_s = 0.0
+    if not cuda_graphs:  # eager: every kernel's launch, per layer (profile fitted to operators), else a flat cost
+        if hw.kernel_launch_us is not None:
+            launch_s = hw.kernel_launch_us * 1e-6
+        else:
+            step_ms += k.eager_extra_ms
     host = host_per_seq_us if host_per_seq_us is not None else k.host_per_seq_us
     ar = allreduce_latency_us if allreduce_latency_us is not None else k.allreduce_latency_us
     return EngineOverheads(
-        step_ms * 1e-3, host * 1e-6, None if ar is None else ar * 1e-6, k.attention_eta_mem, k.weight_eta_mem
+        step_ms * 1e-3, host * 1e-6, None if ar is None else ar * 1e-6, k.attention_eta_mem, k.weight_eta_mem,
+        launch_s,
     )
 
 

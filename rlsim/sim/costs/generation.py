@@ -27,6 +27,24 @@ from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
 
+def _series(first: float, g: float, n: int) -> float:
+    """n steps whose first costs `first` and each next `g` more: the one closed form of `steps_time`."""
+    return n * first + g * n * (n - 1) / 2.0
+
+
+def kernels_per_layer(tp: int, moe: bool = False) -> int:
+    """Kernels one layer launches in a decode or prefill step: two norms, QKV, rope, KV-cache write,
+    attention, O, up (gate+up fused), activation, down, two residual adds, two all-reduces at TP > 1
+    (vLLM's and SGLang's Llama layer), and for an MoE layer gating, top-k, shuffle and a second grouped
+    GEMM (docs/operators.md)."""
+    return 12 + (2 if tp > 1 else 0) + (4 if moe else 0)
+
+
+def launch_time(model: ModelShape, tp: int, overheads: EngineOverheads) -> float:
+    """Host launch cost of one step's kernels when the engine runs eagerly (0 with CUDA graphs)."""
+    return model.layers * kernels_per_layer(tp, model.num_experts > 0) * overheads.launch_per_kernel_s
+
+
 @dataclass(frozen=True)
 class DecodeCoefficients:
     """Step time t(S) = intercept + slope*S + fixed for a fixed batch, S = total running context.
@@ -48,7 +66,7 @@ class DecodeCoefficients:
         """Time of n consecutive steps starting at total context s0 (context grows by `batch` per step)."""
         if n <= 0:
             return 0.0
-        return n * (self.intercept + self.fixed + self.slope * s0) + self.slope * self.batch * n * (n - 1) / 2.0
+        return _series(self.intercept + self.fixed + self.slope * s0, self.slope * self.batch, n)
 
     def steps_within(self, s0: float, budget: float, n_max: int) -> int:
         """Largest n <= n_max whose steps fit in `budget` seconds (closed form, then an exact nudge)."""
@@ -77,13 +95,12 @@ class DecodeCoefficients:
         else:
             n = int(budget / first) if first > 0 else n_max
         n = 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
-        # steps_time(s0, k) is k * first + g * k * (k - 1) / 2.0, operation for operation (so bit for bit)
-        t_n = n * first + g * n * (n - 1) / 2.0
+        t_n = _series(first, g, n)  # = steps_time(s0, n), bit for bit
         while n > 0 and t_n > budget:
             n -= 1
-            t_n = n * first + g * n * (n - 1) / 2.0
+            t_n = _series(first, g, n)
         while n < n_max:
-            t_next = (n + 1) * first + g * (n + 1) * n / 2.0
+            t_next = _series(first, g, n + 1)
             if t_next > budget:
                 return n, t_n, t_next
             n, t_n = n + 1, t_next
@@ -134,10 +151,16 @@ def linear_layers_time(
     256 and 2048 tokens and Frontier's Llama-2-7B/H800 profile (7.1 -> 7.6 ms from 1 to 128 tokens),
     where max(read, compute) is 26% low at 128 tokens (docs/sources.md §2, §9). `eta_mem` is the
     engine's weight-streaming efficiency (an engine kind's); default the profile's `decode_eta_mem`.
+    A profile fitted to operators (`rlsim calibrate ops`, docs/operators.md) adds each layer's fixed
+    kernel time (4 GEMMs' fixed cost and the norms, rope, activation and adds), which is what keeps a
+    many-layer model at high TP from looking faster than its kernels.
     """
     read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     compute = 2.0 * model.active_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
-    return math.hypot(read, compute)
+    fixed = hw.layer_fixed_s
+    if model.num_experts and hw.moe_layer_fixed_us is not None:
+        fixed += hw.moe_layer_fixed_us * 1e-6  # gating, top-k routing, token shuffle, grouped-GEMM fixed cost
+    return math.hypot(read, compute) + model.layers * fixed
 
 
 def attention_seconds_per_context_token(
@@ -173,7 +196,7 @@ def decode_coefficients(
         intercept=linear_layers_time(model, hw, tp, batch, o.weight_eta_mem)
         + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
         slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
-        fixed=o.step_s + o.host_per_seq_s * batch,
+        fixed=o.step_s + launch_time(model, tp, o) + o.host_per_seq_s * batch,
         batch=batch,
     )
 
@@ -226,7 +249,7 @@ class PrefillCost:
     def __init__(self, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads | None = None):
         o = overheads if overheads is not None else generic_overheads(hw)
         self._model, self._hw, self._tp = model, hw, tp
-        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s
+        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s + launch_time(model, tp, o)
         self._flops_per_token = 2.0 * model.active_params
         self._flops_per_sq = 2.0 * model.layers * (model.heads * model.d_head)
         self._compute_rate = hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute

@@ -73,13 +73,15 @@ def grad_allreduce_time(
     dp: int,
     gpus_per_node: int,
     grad_bytes: float = 2.0,
+    params: float | None = None,
 ) -> float:
     """Ring all-reduce of each rank's gradient shard (grad_bytes*N/(tp*pp)) across its dp peers.
 
     The dp group is strided by tp*pp, so it leaves the node (and drops to NIC bandwidth) as soon as
-    the whole tp*pp*dp job does. N counts every expert: all of them have gradients.
+    the whole tp*pp*dp job does. N counts every expert: all of them have gradients (`params`: only
+    these have gradients, e.g. LoRA adapters).
     """
-    size = grad_bytes * model.params / (tp * pp)
+    size = grad_bytes * (model.params if params is None else params) / (tp * pp)
     bw = ring_bandwidth_bytes_per_s(hw, tp * pp * dp, gpus_per_node)
     return allreduce_time(size, dp, bw, hw.collective_latency_s)
 
@@ -251,37 +253,49 @@ def micro_batch_count(rank_tokens: float, token_budget: int) -> int:
 
 
 def optimizer_step_time(model: ModelShape, hw: HardwareProfile, tp: int, pp: int, dp: int, sharded: bool,
-                        clip_grad_norm: bool = False) -> float:
+                        clip_grad_norm: bool = False, params: float | None = None) -> float:
     """Adam update: memory bound over the parameters a GPU owns (all of its shard, /dp when sharded).
 
     `clip_grad_norm` adds torch's clip_grad_norm_: one fp32 read of the gradients for the norm and an
     in-place rescale (read + write), 12 B per parameter (verl's actor grad_clip defaults to 1.0).
+    `params`: the trained parameters when not all of the model's are (LoRA adapters).
     """
-    params = model.params / (tp * pp) / (dp if sharded else 1)
+    params = (model.params if params is None else params) / (tp * pp) / (dp if sharded else 1)
     per_param = ADAM_STEP_BYTES_PER_PARAM + (GRAD_CLIP_BYTES_PER_PARAM if clip_grad_norm else 0.0)
     return params * per_param / hw.hbm_bytes_per_s
 
 
+def frozen_base_flops(model: ModelShape, tokens: float, adapters: float) -> float:
+    """What training LoRA adapters over a frozen base changes in a pass's FLOPs: the base's weight-gradient
+    GEMMs (2N per token) are skipped, the adapters' own 6 x adapter params per token are added."""
+    return (6.0 * adapters - 2.0 * model.active_params) * tokens
+
+
 def rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_budget: int,
-               opts: PassOptions) -> tuple[float, float]:
-    """(compute, pipeline bubble) of one DP rank's pass."""
+              opts: PassOptions, adapters: float | None = None) -> tuple[float, float]:
+    """(compute, pipeline bubble) of one DP rank's pass (`adapters`: a LoRA update, see train_pass_time)."""
+    lora = adapters is not None and train
     if opts.plain:  # the plain 6NT + attention-at-MFU model, exactly as before
         tokens = float(rank.sum())
         flops_fn = training_flops if train else forward_flops
         flops = flops_fn(model, tokens, float(np.square(rank, dtype=np.float64).sum()))
+        if lora:
+            flops += frozen_base_flops(model, tokens, adapters)
         return _busy(flops, hw, tp * pp, mfu, pp, micro_batch_count(tokens, token_budget))
     compute = sum(rank_parts(model, hw, rank, tp, pp, mfu, train, opts).values())
+    if lora:
+        compute += frozen_base_flops(model, float(rank.sum()), adapters) / (tp * pp * hw.peak_flops * mfu)
     return compute, compute * (pipeline_bubble_factor(pp, micro_batches(rank, token_budget, opts)) - 1.0)
 
 
 def _slowest_rank(train: bool, mfu: float, model, hw, ranks, tp: int, pp: int, token_budget: int,
-                  opts: PassOptions = PLAIN):
+                  opts: PassOptions = PLAIN, adapters: float | None = None):
     """(compute, bubble) of the slowest DP rank (busy = compute + pipeline bubble); None if all are empty."""
     worst = None
     for rank in ranks:
         if len(rank) == 0:
             continue
-        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts)
+        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters)
         if worst is None or sum(busy) > sum(worst):
             worst = busy
     return worst
@@ -323,19 +337,22 @@ def train_pass_time(
     opts: PassOptions = PLAIN,
     balance_scope: str = "mini_batch",
     clip_grad_norm: bool = False,
+    adapters: float | None = None,
 ) -> float:
     """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
 
     `grad_bytes`: DP traffic per parameter as an equivalent all-reduce (TrainSpec.grad_comm_bytes_per_param).
     `opts`: the long-context mechanisms priced (costs/long_context.py); `balance_scope`: see `update_plan`.
+    `adapters`: LoRA over a frozen base (costs/lora.py): the base's weight gradients are not computed, and
+    the optimizer and the gradient all-reduce cover these adapter parameters only.
     """
-    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes)
-    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, clip_grad_norm)
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes, adapters)
+    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, clip_grad_norm, adapters)
     seq_lens = np.asarray(seq_lens)
     total = 0.0
     for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance, balance_scope):
         worst = _slowest_rank(True, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
-                              token_budget, opts)
+                              token_budget, opts, adapters)
         if worst is None:
             continue
         compute, bubble = worst

@@ -126,18 +126,20 @@ class TransitionSetup:
     kv_pool_bytes_per_gpu: float
     sleep_level: int
     host_s: float
+    synced: ModelShape | None = None  # what gather and load move, if not the whole model (a LoRA adapter)
 
 
 def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
     """Train -> generate parts (module docstring)."""
     wake = engine_weight_swap_time(s.model, s.hw, s.gen_tp, s.sleep_level) + max(
         0.0, s.kv_pool_bytes_per_gpu) / KV_MAP_BYTES_PER_S
+    moved = s.synced or s.model
     if s.sharding == "fsdp":
-        gather = fsdp_gather_time(s.model, s.hw, s.train_dp, s.gpus_per_node)
+        gather = fsdp_gather_time(moved, s.hw, s.train_dp, s.gpus_per_node)
     else:
-        gather = reshard_time(s.reshard, s.model.weight_bytes_total, s.hw, s.train_tp, s.train_pp, s.train_dp,
+        gather = reshard_time(s.reshard, moved.weight_bytes_total, s.hw, s.train_tp, s.train_pp, s.train_dp,
                               s.gen_tp, 1, s.gpus_per_node)
-    load = engine_load_time(s.model, s.hw, s.gen_tp, convert_layout=s.sharding != "fsdp")
+    load = engine_load_time(moved, s.hw, s.gen_tp, convert_layout=s.sharding != "fsdp")
     graphs = graph_capture_time(s.model, s.max_num_seqs) if (
         s.cuda_graphs and s.engine_kind in RECAPTURE_KINDS) else 0.0
     return TransitionParts(wake=wake, gather=gather, load=load, graphs=graphs, host=s.host_s, offload=offload_s)

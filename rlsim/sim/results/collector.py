@@ -45,10 +45,27 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("staleness/p50", "versions", LABEL, "median staleness of the step's samples"),
     Column("staleness/p90", "versions", LABEL, "90th percentile staleness of the step's samples"),
     Column("preemptions", "count", PER_STEP, "KV-cache preemptions on the rollout engines during the step"),
+    Column("staleness/token_mean", "versions", LABEL, "mean over the step's generated tokens of trainer - token "
+           "version"),
+    Column("staleness/token_max", "versions", LABEL, "largest trainer - token version among the step's tokens"),
+    Column("tokens/multi_version_share", "fraction", LABEL, "share of the step's generated tokens in sequences that "
+           "span >1 policy version"),
     Column("samples/multi_version", "samples", PER_STEP, "trained samples whose tokens span >1 policy version"),
     Column("samples/dropped_stale", "samples", CUMULATIVE, "samples dropped for exceeding the staleness bound"),
     Column("trainer/prompt_groups", "groups", PER_STEP, "prompt groups the trainer consumed"),
     Column("trainer/optimizer_updates", "count", PER_STEP, "optimizer updates of the step"),
+    Column("weight_sync/bytes", "bytes", PER_STEP, "bytes the step's weight syncs moved (LoRA runs: the adapter)"),
+    Column("routing/affinity_hits", "requests", PER_STEP, "group-affinity routing: requests sent to the engine "
+           "holding their group's prompt"),
+    Column("routing/prefill_saved_tokens", "tokens", PER_STEP, "prompt tokens those requests did not prefill"),
+    Column("routing/load_imbalance", "ratio", LABEL, "max / mean requests per engine, mean over the step's routing "
+           "decisions"),
+    Column("lending/lent", "count", PER_STEP, "verl V1 switch: 1 if the trainer's GPUs joined generation this step"),
+    Column("lending/benefit_s", "s", LABEL, "verl V1 switch: benefit_seconds of the step's decision"),
+    Column("lending/switch_cost_s", "s", LABEL, "verl V1 switch: effective_switch_cost_seconds of the decision"),
+    Column("resplit/trainer_gpus", "GPUs", LABEL, "online re-splitting: GPUs training after the step"),
+    Column("resplit/rollout_gpus", "GPUs", LABEL, "online re-splitting: GPUs generating after the step"),
+    Column("resplit/applied", "count", PER_STEP, "online re-splitting: 1 if the split changed after the step"),
     Column("trainer/idle_ratio", "fraction", LABEL, "share of the step the trainer waited for rollouts"),
 )}
 

@@ -27,7 +27,8 @@ from rlsim.sim.scenario.schema import (
     UniformSeconds,
 )
 
-REPLACING_SCHEDULES = ("fully-async", "roll")  # failed trajectories are dropped and relaunched, never trained
+# failed trajectories are dropped and relaunched, never trained
+REPLACING_SCHEDULES = ("fully-async", "roll", "verl-v1")
 MIN_TRAJECTORY_SUCCESS = 1e-6  # below one success in a million launches a run is practically endless
 
 

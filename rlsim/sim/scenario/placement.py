@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rlsim.sim.costs.resharding import reshard_redundant_bytes_per_gpu
 from rlsim.sim.scenario.checks import check_scenario, max_sequence_tokens, role_forward_memory, role_training_memory
 from rlsim.sim.scenario.errors import Problem
+from rlsim.sim.scenario.option_checks import schedule_option_problems
 from rlsim.sim.scenario.schema import Scenario
 
 COLOCATED_SETS = {
@@ -43,7 +44,7 @@ def _base_pool(scn: Scenario) -> str:
     return next(iter(scn.cluster.pools))
 
 
-RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll")
+RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll", "verl-v1")
 
 
 def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
@@ -249,7 +250,8 @@ def hybridflow_problems(
     if kind != "ppo" and "critic" in scn.roles:
         return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
     schedule = scn.schedule.kind
-    if schedule != "hybridflow" and scn.roles_share_gpus("rollout", "actor"):
+    colocated = schedule == "hybridflow" or getattr(scn.schedule, "trainer_mode", None) == "colocate_async"
+    if not colocated and scn.roles_share_gpus("rollout", "actor"):
         return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
                         f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
     reward = scn.roles.get("reward")
@@ -258,6 +260,9 @@ def hybridflow_problems(
         if shared:
             return [Problem("roles.reward.pool", f"{schedule} scores samples while other roles run, so the LLM "
                             f"judge needs GPUs of its own; it shares GPUs with {', '.join(shared)}")]
+    options = schedule_option_problems(scn)
+    if options:
+        return options
     return placement_problems(scn, max_seq_tokens, resolved)
 
 

@@ -7,7 +7,9 @@ from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
 from rlsim.sim.schedules.generation_only import GenerationOnlySchedule
 from rlsim.sim.schedules.hybridflow import HybridFlowSchedule
 from rlsim.sim.schedules.one_step_off import OneStepOffSchedule
+from rlsim.sim.schedules.resplit import ResplitSchedule
 from rlsim.sim.schedules.roll import RollSchedule
+from rlsim.sim.schedules.verl_v1 import VerlV1Schedule
 
 SCHEDULES: dict[str, type[Schedule]] = {
     "generation-only": GenerationOnlySchedule,
@@ -15,8 +17,11 @@ SCHEDULES: dict[str, type[Schedule]] = {
     "one-step-off": OneStepOffSchedule,
     "fully-async": FullyAsyncSchedule,
     "roll": RollSchedule,
+    "verl-v1": VerlV1Schedule,
 }
 
 
 def build_schedule(scenario, env) -> Schedule:
+    if getattr(scenario.schedule, "resplit", None) is not None:
+        return ResplitSchedule(scenario, env)  # an asynchronous schedule whose split is re-planned
     return SCHEDULES[scenario.schedule.kind](scenario, env)

@@ -19,7 +19,9 @@ import simpy
 
 from rlsim.sim.engine.request import Request
 from rlsim.sim.results.collector import token_accounting
+from rlsim.sim.schedules.affinity import GroupRouter
 from rlsim.sim.schedules.groups import Group, Sample
+from rlsim.sim.schedules.inflight import token_staleness
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
@@ -68,6 +70,8 @@ class FullyAsyncSchedule(RLSchedule):
         self.stopping = False
         self._resubmit: list[Sample] = []
         self._by_load = LeastLoaded(self.engines)  # requests plus live trajectories pinned, per engine
+        routing = spec.routing
+        self.router = GroupRouter(self.engines, self._by_load, routing) if routing is not None else None
         self._engine_named = {e.name: e for e in self.engines}
         algo = self.scenario.algorithm
         self.reward_s = algo.rule_reward_s_per_sample if "reward" not in self.scenario.roles else 0.0
@@ -191,16 +195,23 @@ class FullyAsyncSchedule(RLSchedule):
         self._sample_finished(s)
 
     def _submit(self, s: Sample) -> None:
-        """Send a sample's remaining work to the least-loaded engine (continuing from its partial output)."""
-        req = Request(self.next_request_id(), s.prompt_tokens, s.response_tokens - s.generated,
-                      prefix_tokens=s.generated)
+        """Send a sample's remaining work to the least-loaded engine (continuing from its partial output),
+        or a fresh sample where group-affinity routing puts it."""
+        if self.router is not None and s.generated == 0:
+            engine, req = self.router.route(s, self.next_request_id())
+        else:
+            engine = self._least_loaded()
+            req = Request(self.next_request_id(), s.prompt_tokens, s.response_tokens - s.generated,
+                          prefix_tokens=s.generated)
         s.request = req
         self._live[req] = s
-        self._least_loaded().submit(req)
+        engine.submit(req)
         req.done.callbacks.append(self._on_done)
 
     def _on_done(self, event) -> None:
         req = event.value
+        if self.router is not None:
+            self.router.finished(req)
         s = self._live.pop(req, None)
         if s is None or req.aborted:
             return  # an aborted request: the weight update resubmits or discards its sample
@@ -427,14 +438,15 @@ class FullyAsyncSchedule(RLSchedule):
         self.multi_version += multi
         self.trained_tokens += int(generated.sum())
         # Rewards were computed per sample during rollout (rule workers or the judge engines).
-        skip = ("reward",) if self.spec.recompute_logprob else ("reward", "old_log_prob")
-        return Batch(prompt, response, [s.sid for s in samples], skip, {
+        return Batch(prompt, response, [s.sid for s in samples], ("reward",), {
             "staleness/mean": float(stale.mean()), "staleness/max": int(stale.max()),
             "staleness/p50": float(np.percentile(stale, 50)), "staleness/p90": float(np.percentile(stale, 90)),
             "samples/multi_version": multi,
             "samples/dropped_stale": self.dropped_stale,  # drops happen only when a batch is taken
             "trainer/prompt_groups": len(groups),
             "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
+            **(self.router.step_columns() if self.router is not None else {}),
+            **(token_staleness(samples, version) if getattr(self.spec, "in_flight_weight_updates", False) else {}),
         })
 
     def after_update(self, step: int, timing: dict, batch: Batch):

@@ -12,9 +12,20 @@ from __future__ import annotations
 import numpy as np
 
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
+from rlsim.sim.schedules.tail_reshard import TailResharder
 
 
 class HybridFlowSchedule(RLSchedule):
+    def __init__(self, scenario, env):
+        super().__init__(scenario, env)
+        spec = self.scenario.schedule.tail_reshard
+        self.tail = TailResharder(self, spec) if spec is not None and scenario.workload.agent is None else None
+
+    def _generate(self, n_prompts: int, samples_per_prompt: int, on_done=None):
+        if self.tail is None:
+            return (yield from super()._generate(n_prompts, samples_per_prompt, on_done))
+        return (yield from self.tail.generate(n_prompts, samples_per_prompt, on_done))
+
     def _rollout(self, timing: dict):
         """Weights to the engines, then generation (ReMax adds a greedy baseline pass)."""
         env, scn = self.env, self.scenario
@@ -30,6 +41,7 @@ class HybridFlowSchedule(RLSchedule):
         if env.rl_step > 0 or self.hybrid:
             if self.hybrid:
                 yield env.timeout(self._transition(True, timing))
+                self.synced_bytes += self.sync_bytes()
                 self._busy("actor", "actor", "switch", start)
             else:
                 yield from self.broadcast_weights()

@@ -25,6 +25,7 @@ from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
 from rlsim.sim.schedules.gpu_locks import GpuLocks
 from rlsim.sim.schedules.least_loaded import LeastLoaded
+from rlsim.sim.schedules.lora import adapter_view, serve_adapter, store_sync_time, sync_bytes, update_kwargs
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.sim.workload import LengthSampler, sample_lengths
 
@@ -54,6 +55,10 @@ class RLSchedule(Schedule):
         scn = self.scenario
         register_pools(scn, env)
         self.engines = build_engines(scn, env, "rollout")
+        self.lora = getattr(scn.schedule, "lora", None)  # LoRA RL: adapters over a frozen base
+        if self.lora is not None:
+            serve_adapter(self.engines, self.lora)
+        self.synced_bytes = 0.0  # what the step's weight syncs moved (reported for LoRA runs)
         self.gpu_locks = GpuLocks(env, scn)
         # An LLM judge (reward role with an engine section) is served by engines of its own.
         self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
@@ -117,6 +122,7 @@ class RLSchedule(Schedule):
             reshard=getattr(sched, "reshard", "3d-hybrid-engine"), engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
             max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
             sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
+            synced=None if self.lora is None else adapter_view(model, self.lora),
         )
 
     def transition_parts(self, to_generate: bool):
@@ -150,19 +156,27 @@ class RLSchedule(Schedule):
         scn = self.scenario
         actor, rollout = self._role("actor"), self._role("rollout")
         hw_a, hw_r = role_hardware(scn, actor), role_hardware(scn, rollout)
+        if self.lora is not None and self.lora.sync == "store":
+            return store_sync_time(scn.models[actor.model], self.lora)
         bw = min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s)
         return weight_broadcast_time(
-            scn.models[actor.model].weight_bytes_total, bw, scn.role_gpus("rollout"),
+            self.sync_bytes(), bw, scn.role_gpus("rollout"),
             max(hw_a.collective_latency_s, hw_r.collective_latency_s), scn.schedule.weight_sync_bucket_mb * 1e6,
         )
 
-    def broadcast_weights(self):
-        """NCCL broadcast of the actor's weights to every rollout GPU; both pools are busy meanwhile."""
+    def sync_bytes(self) -> float:
+        """Bytes one weight sync moves: every weight, or the LoRA adapter only."""
+        model = self.scenario.models[self._role("actor").model]
+        return model.weight_bytes_total if self.lora is None else sync_bytes(model, self.lora)
+
+    def broadcast_weights(self, engines: list | None = None):
+        """NCCL broadcast of the actor's weights to every rollout GPU (or `engines`); both sides are busy."""
         env = self.env
         start = env.now
+        self.synced_bytes += self.sync_bytes()
         yield env.timeout(self.weight_sync_time())
         self._busy("actor", "actor", "sync", start)
-        for e in self.engines:
+        for e in self.engines if engines is None else engines:
             env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
         return env.now - start
 
@@ -172,13 +186,14 @@ class RLSchedule(Schedule):
         model, hw = scn.models[r.model], role_hardware(scn, r)
         t = r.train
         if phase.startswith("update_"):
+            lora = update_kwargs(model, self.lora) if self.lora is not None and role == "actor" else {}
             return train_pass_time(
                 model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
                 self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
                 grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
                 balance_scope="batch" if t.long_context_costs else "mini_batch",
-                clip_grad_norm=t.clip_grad_norm and t.long_context_costs,
+                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, **lora,
             )
         return forward_pass_time(
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
@@ -307,12 +322,18 @@ class RLSchedule(Schedule):
         """Every RL schedule's step: its rollout phase hands over a batch, the trainer trains it, the
         policy version moves on, then whatever follows an update (a weight sync) runs."""
         timing: dict[str, float] = {}
+        self.synced_bytes = 0.0
         batch = yield from self.rollout(step, timing)
-        yield from self.train_batch(batch.prompt + batch.response, timing, skip=batch.skip)
+        skip = batch.skip
+        if not getattr(self.scenario.schedule, "recompute_logprob", True):  # log-probs came with the tokens
+            skip = (*skip, "old_log_prob")
+        yield from self.train_batch(batch.prompt + batch.response, timing, skip=skip)
         for sample_id in batch.sample_ids:  # trained at the trainer's current version (per-sample staleness)
             self.collector.sample_trained(sample_id, step, self.env.policy_version)
         self.env.policy_version += 1
         columns = yield from self.after_update(step, timing, batch)
+        if self.lora is not None:
+            columns["weight_sync/bytes"] = self.synced_bytes
         return StepOutcome(timing, batch.prompt, batch.response, {**batch.columns, **columns})
 
     def rollout(self, step: int, timing: dict):

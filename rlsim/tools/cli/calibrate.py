@@ -12,7 +12,13 @@ from rlsim.tools.cli.common import QuietOption, SetOption, console, fail, resolv
 
 def calibrate(
     measurements: Annotated[Path | None, typer.Argument(
-        help="CSV of measured timings (hardware_profiles/measurements/); omit with --from-log")] = None,
+        help="CSV of measured timings (hardware_profiles/measurements/); omit with --from-log; "
+             "or `ops` to fit operator profiles (then DIR)")] = None,
+    ops_dir: Annotated[Path | None, typer.Argument(
+        help="With `ops`: a folder of measured operator profiles (e.g. hardware_profiles/operators/vidur)")] = None,
+    gpu: Annotated[str | None, typer.Option(help="With `ops`: the GPU folder to fit (a100, h100, a800, h800)")] = None,
+    hold_out_models: Annotated[str | None, typer.Option(
+        help="With `ops`: comma-separated models left out of the fit and scored")] = None,
     profile: Annotated[str | None, typer.Option(help="Starting hardware profile (name or YAML path)")] = None,
     out: Annotated[Path | None, typer.Option(
         help="Write the fitted profile (CSV mode) or the calibration overlay (--from-log) here")] = None,
@@ -28,7 +34,13 @@ def calibrate(
     sim_steps: Annotated[int, typer.Option(min=1, max=50, help="With --from-log: steps per fit simulation")] = 2,
     quiet: QuietOption = False,
 ) -> None:
-    """Fit a hardware profile to measured timings, or (--from-log) a scenario's factors to a run's logs."""
+    """Fit a hardware profile to measured timings, (--from-log) a scenario's factors to a run's logs, or
+    (`calibrate ops DIR --gpu NAME`) per-operator efficiency curves to measured operator profiles."""
+    if measurements is not None and str(measurements) == "ops":
+        _ops(ops_dir, gpu, hold_out_models, out)
+        return
+    if ops_dir is not None or gpu is not None or hold_out_models is not None:
+        fail(["calibrate: DIR, --gpu and --hold-out-models belong to `rlsim calibrate ops DIR --gpu NAME`"])
     if from_log is not None:
         if measurements is not None or profile is not None or params is not None:
             fail(["calibrate: --from-log fits a scenario; MEASUREMENTS, --profile and --params belong to CSV mode"])
@@ -86,3 +98,27 @@ def _from_log(log: Path, fmt: str | None, scenario: str, overrides: list[str] | 
     if out is not None:
         write_overlay(overlay_block(result, logged, name), out)
         console.print(f"wrote {out} (apply with: rlsim run SCENARIO --set calibration={out})", highlight=False)
+
+
+def _ops(root: Path | None, gpu: str | None, hold_out: str | None, out: Path | None) -> None:
+    """`rlsim calibrate ops DIR --gpu NAME [--hold-out-models M1,M2] [--out OUT]`."""
+    from rlsim.sim.hardware import load_profile
+    from rlsim.tools.calibration.ops_data import OpsDataError
+    from rlsim.tools.calibration.ops_run import GPU_PROFILES, format_result, run_ops
+
+    if root is None or gpu is None:
+        fail(["calibrate ops: give DIR and --gpu NAME (e.g. rlsim calibrate ops hardware_profiles/operators/vidur "
+              "--gpu h100)"])
+    if not root.is_dir():
+        fail([f"calibrate ops: {root}: not a folder"])
+    if gpu not in GPU_PROFILES:
+        fail([f"calibrate ops: --gpu {gpu}: unknown (known: {', '.join(GPU_PROFILES)})"])
+    hw = load_profile(GPU_PROFILES[gpu])
+    held = tuple(m.strip() for m in (hold_out or "").split(",") if m.strip())
+    try:
+        result = run_ops(root, gpu, held, hw.peak_flops, hw.hbm_bytes_per_s, out)
+    except OpsDataError as exc:
+        fail([f"calibrate ops: {exc}"])
+    typer.echo(format_result(result))
+    if out is not None:
+        console.print(f"wrote {out / 'ops_fit.csv'}", highlight=False)

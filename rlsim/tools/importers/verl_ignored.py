@@ -70,7 +70,8 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
     (_prefix("ray_kwargs", "transfer_queue", "trainer.device", "trainer.ray_wait_register_center_timeout",
              "actor_rollout_ref.nccl_timeout"), "runtime plumbing (Ray, timeouts, devices)"),
     (_segment("lora", "lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path"),
-     "LoRA: not modelled (rlsim trains full weights)"),
+     "LoRA details that do not change the step time (alpha, initialisation, exclusions, adapter path); "
+     "actor_rollout_ref.model.lora_rank and target_modules map to schedule.lora"),
     (_segment("qat", "quantization", "quantization_config_file", "mtp", "disaggregation", "turbo_config"),
      "quantisation, speculative decoding, PD disaggregation: not modelled"),
     (_leaf("ulysses_sequence_parallel_size", "context_parallel_size", "expert_model_parallel_size",

@@ -56,7 +56,7 @@ class MixOption(Strict):
 class ScheduleOption(Strict):
     """A schedule kind, the layouts to try it on, and schedule fields to vary (a list = alternatives)."""
 
-    kind: Literal["hybridflow", "one-step-off", "fully-async", "roll"]
+    kind: Literal["hybridflow", "one-step-off", "fully-async", "roll", "verl-v1"]
     layouts: list[Layout] | None = Field(
         default=None,
         description="colocate / split / standalone (HybridFlow shortcuts), partitions (every grouping of the "

@@ -64,5 +64,15 @@ from rlsim.sim.scenario.schema.schedule import (  # noqa: F401
     OneStepOffSpec,
     RollSpec,
     ScheduleSpec,
+    VerlV1Spec,
     _knob_error,
+)
+from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
+    AsyncRolloutOptions,
+    LoraSpec,
+    ResplitSpec,
+    RoutingSpec,
+    SwitchSpec,
+    TailReshardSpec,
+    TrainingOptions,
 )

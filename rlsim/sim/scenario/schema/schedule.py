@@ -15,6 +15,13 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
+from rlsim.sim.scenario.schema.schedule_options import (
+    AsyncRolloutOptions,
+    ResplitSpec,
+    SwitchSpec,
+    TailReshardSpec,
+    TrainingOptions,
+)
 
 # ---------------------------------------------------------------- schedule
 
@@ -64,7 +71,7 @@ class GenerationOnlySpec(Strict):
     )
 
 
-class HybridFlowSpec(Strict):
+class HybridFlowSpec(TrainingOptions):
     """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
 
     `placement` is a shortcut that carves one hardware pool into resource pools (verl's
@@ -106,6 +113,9 @@ class HybridFlowSpec(Strict):
         description="LLM judge: `batch` scores the whole batch after generation (verl); `sample` scores each "
         "response as soon as it finishes, on judge GPUs apart from the rollout's (ROLL's sample-level scheduling)",
     )
+    tail_reshard: TailReshardSpec | None = Field(
+        default=None, description="Re-shard the rollout to wider engines for the long tail (null: never)"
+    )
 
     @field_validator("placement", mode="before")
     @classmethod
@@ -113,7 +123,7 @@ class HybridFlowSpec(Strict):
         return canonical_name(value, PLACEMENT_ALIASES)
 
 
-class OneStepOffSpec(Strict):
+class OneStepOffSpec(TrainingOptions):
     """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
 
     The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
@@ -128,7 +138,7 @@ class OneStepOffSpec(Strict):
     switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
 
-class FullyAsyncSpec(Strict):
+class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -181,11 +191,6 @@ class FullyAsyncSpec(Strict):
         "run to completion before the weights load while nothing new is admitted (drain, AReaL's "
         "non-interruptible baseline; verl partial_rollout: false). Default with staleness_threshold: abort-resume",
     )
-    recompute_logprob: bool = Field(
-        default=True,
-        description="Decoupled PPO: an extra actor forward pass for proximal log-probs (AReaL). verl fully_async's "
-        "shipped config trains on the rollout's log-probs (bypass_mode): set false to match it",
-    )
     staleness_threshold: float | None = Field(
         default=None, ge=0,
         description="verl fully_async: a FRACTION; the rollouter may start (1 + staleness_threshold) x "
@@ -211,6 +216,21 @@ class FullyAsyncSpec(Strict):
         default=None,
         description="verl: true = in-flight generations are interrupted at a sync and resumed after it "
         "(interrupt: abort-resume); false = the sync waits for them to finish (interrupt: drain)",
+    )
+    in_flight_weight_updates: bool = Field(
+        default=False,
+        description="NeMo-RL / PipelineRL: new weights are pushed into the running engines without draining; "
+        "sequences keep their KV and continue under the new policy (interrupt: keep), so one sequence carries "
+        "tokens of several versions. Steps then also report staleness per token",
+    )
+    max_trajectory_age_steps: int | None = Field(
+        default=None, ge=0, le=MAX_STEPS,
+        description="NeMo-RL: trajectories whose oldest token is more than this many policy versions behind the "
+        "trainer are not trained on; admission is bounded the same way (sets max_head_offpolicyness to it and "
+        "drop_stale: true)",
+    )
+    resplit: ResplitSpec | None = Field(
+        default=None, description="Re-plan the trainer/rollout split during the run (Libra-style; null: fixed)"
     )
     weight_sync_bucket_mb: float = Field(default=2048, gt=0, description="Weight-sync bucket size (verl: 2048 MB)")
     dispatch: Literal["least-loaded"] = Field(
@@ -254,6 +274,24 @@ class FullyAsyncSpec(Strict):
                         "it needs that bound set (not null, and not verl's staleness_threshold)")
         return self
 
+    @model_validator(mode="after")
+    def _nemo_rl_knobs(self) -> FullyAsyncSpec:
+        """NeMo-RL's names: in-flight updates keep the KV; the trajectory age bound is AReaL's eta plus a drop."""
+        given = self.model_fields_set
+        if self.in_flight_weight_updates:
+            if "interrupt" in given and self.interrupt != "keep" or self.partial_rollout is not None:
+                _knob_error("in_flight_weight_updates", True, "in-flight weight updates keep every sequence running "
+                            f"(interrupt: keep); interrupt / partial_rollout say {self.interrupt!r}: set one")
+            self.interrupt = "keep"
+        k = self.max_trajectory_age_steps
+        if k is not None:
+            if self.staleness_threshold is not None or "max_head_offpolicyness" in given \
+                    and self.max_head_offpolicyness != k:
+                _knob_error("max_trajectory_age_steps", k, "NeMo-RL's max_trajectory_age_steps sets the staleness "
+                            "bound itself; leave max_head_offpolicyness and staleness_threshold unset")
+            self.max_head_offpolicyness, self.drop_stale = float(k), True
+        return self
+
     @property
     def verl_rule(self) -> bool:
         """verl fully_async's admission rule (staleness_threshold set) instead of AReaL's."""
@@ -289,7 +327,47 @@ def _knob_error(field: str, value, message: str):
     raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
-class RollSpec(Strict):
+class VerlV1Spec(FullyAsyncSpec):
+    """verl's V1 trainer (docs/advance/v1_async_trainer.md): asynchronous modes on one budget.
+
+    `colocate_async`: generation and training share the actor's GPUs (the rollout role on them) and take
+    turns asynchronously: the engines generate until a batch is sampleable, in-flight sequences are
+    paused and resumed after the update (partial rollout), the first batch is a warm-up generated before
+    any training. `separate_async`: the trainer's GPUs plus standalone rollout GPUs (the rollout role on
+    its own pool), as fully-async; with `hybrid_rollout.enable_switch`, trainer GPUs that would wait join generation
+    when the decision rule says it pays. verl's knob names: `parameter_sync_step` (trainer steps per
+    weight push), `max_off_policy_threshold` (versions), `recompute_logprob` (decoupled PPO on/off).
+    """
+
+    kind: Literal["verl-v1"]  # type: ignore[assignment]
+    trainer_mode: Literal["colocate_async", "separate_async"] = "separate_async"
+    parameter_sync_step: int | None = Field(
+        default=None, gt=0, le=MAX_STEPS, description="verl V1: trainer steps between weight pushes"
+    )
+    max_off_policy_threshold: float | None = Field(
+        default=None, ge=0, description="verl V1: the off-policy bound in policy versions (AReaL's eta rule)"
+    )
+    hybrid_rollout: SwitchSpec = Field(default_factory=SwitchSpec, description="separate_async: GPU lending")
+    interrupt: Literal["keep"] = Field(
+        default="keep", description="Partial rollout: paused sequences keep their output and continue"
+    )
+
+    @model_validator(mode="after")
+    def _verl_v1_names(self) -> VerlV1Spec:
+        if self.parameter_sync_step is not None:
+            self.trigger_parameter_sync_step = self.parameter_sync_step
+        if self.max_off_policy_threshold is not None:  # verl's max_off_policy_strategy: drop
+            self.max_head_offpolicyness, self.drop_stale = self.max_off_policy_threshold, True
+        if self.resplit is not None and (self.trainer_mode == "colocate_async" or self.hybrid_rollout.enable_switch):
+            _knob_error("resplit", True, "re-splitting moves trainer GPUs into generation for good; it does not "
+                        "combine with colocate_async or lending (hybrid_rollout.enable_switch)")
+        if self.trainer_mode == "colocate_async" and self.hybrid_rollout.enable_switch:
+            _knob_error("hybrid_rollout", True, "colocate_async already runs generation on the trainer's GPUs: lending "
+                        "(switch) is a separate_async option")
+        return self
+
+
+class RollSpec(TrainingOptions, AsyncRolloutOptions):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
@@ -315,7 +393,6 @@ class RollSpec(Strict):
         description="Extra groups allowed in flight"
     )
     interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
-    recompute_logprob: bool = Field(default=True, description="Old log-probs from an actor forward pass")
     weight_sync_bucket_mb: float = Field(default=2048, gt=0)
     dispatch: Literal["least-loaded"] = "least-loaded"
     reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
@@ -343,7 +420,8 @@ class RollSpec(Strict):
 
 
 ScheduleSpec = Annotated[
-    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec | RollSpec, Field(discriminator="kind"),
+    GenerationOnlySpec | HybridFlowSpec | OneStepOffSpec | FullyAsyncSpec | RollSpec | VerlV1Spec,
+    Field(discriminator="kind"),
     BeforeValidator(_canonical_kind),
 ]
 

@@ -1,0 +1,42 @@
+"""Problems of the schedule options that depend on the roles (tail re-sharding, lending, re-splitting)."""
+
+from __future__ import annotations
+
+from rlsim.sim.scenario.errors import Problem
+from rlsim.sim.scenario.schema import Scenario
+
+
+def schedule_option_problems(scn: Scenario) -> list[Problem]:
+    spec = scn.schedule
+    problems: list[Problem] = []
+    rollout = scn.roles.get("rollout")
+    if rollout is None:
+        return problems
+    tp = rollout.parallel.tp
+    tail = getattr(spec, "tail_reshard", None)
+    if tail is not None:
+        engines = scn.role_gpus("rollout") // tp
+        per_node = scn.cluster.pools[rollout.pool].gpus_per_node
+        if engines % tail.factor:
+            problems.append(Problem("schedule.tail_reshard.factor", f"{tail.factor} does not divide the "
+                                    f"{engines} rollout engines into wide ones"))
+        elif tp * tail.factor > per_node:
+            problems.append(Problem("schedule.tail_reshard.factor", f"a wide engine of TP {tp * tail.factor} "
+                                    f"spans more than a node ({per_node} GPUs): its KV moves over NVLink"))
+    colocated = getattr(spec, "trainer_mode", None) == "colocate_async"
+    if colocated and not scn.roles_share_gpus("rollout", "actor"):
+        problems.append(Problem("roles.rollout.pool", "colocate_async runs generation on the actor's GPUs: "
+                                "put the rollout role on them (separate_async for a pool of its own)"))
+    lends = getattr(getattr(spec, "hybrid_rollout", None), "enable_switch", False) and not colocated
+    resplit = getattr(spec, "resplit", None) is not None
+    if (lends or resplit) and scn.role_gpus("actor") % tp:
+        what = "schedule.resplit" if resplit else "schedule.hybrid_rollout.enable_switch"
+        problems.append(Problem(what, f"the actor's {scn.role_gpus('actor')} GPUs do not divide into rollout "
+                                f"engines of TP {tp}"))
+    if resplit:
+        shared = [r for r in scn.roles if r not in ("actor", "rollout") and scn.roles_share_gpus(r, "actor")]
+        if shared:
+            problems.append(Problem("schedule.resplit", f"re-splitting moves the actor's GPUs into generation "
+                                    f"while {', '.join(shared)} would run on them: give those roles GPUs of "
+                                    "their own"))
+    return problems

@@ -1,0 +1,160 @@
+"""Options several schedules share (one definition each; schedule.py mixes them into the specs)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rlsim.sim.scenario.schema.base import Strict
+
+
+class LoraSpec(Strict):
+    """LoRA RL: train rank-`rank` adapters over a frozen base; sync the adapter only (costs/lora.py)."""
+
+    rank: int = Field(gt=0, le=4096, description="Adapter rank r (verl actor_rollout_ref.model.lora_rank)")
+    targets: Literal["all-linear", "attention"] = Field(
+        default="all-linear",
+        description="Adapted modules: every linear layer (q, k, v, o, gate, up, down; verl target_modules: "
+        "all-linear) or the attention projections only (q, k, v, o)",
+    )
+    sync: Literal["nccl", "store"] = Field(
+        default="nccl",
+        description="How the adapter reaches the engines: an NCCL broadcast like full weights (nccl), or written "
+        "to shared storage and loaded by each engine (store)",
+    )
+    store_gb_per_s: float | None = Field(
+        default=None, gt=0,
+        description="sync: store: the shared storage's bandwidth per engine, GB/s (required then: measure yours)",
+    )
+    kernel_us: float = Field(
+        default=4.0, ge=0,
+        description="Time of one LoRA shrink or expand kernel in a decode step, floor part, microseconds (default: "
+        "the smallest operators of a decode step on an H100, 4 us: Vidur's measured profile, "
+        "profiles/vidur/compute/h100/meta-llama/Llama-2-7b-hf, attn_rope / input_layernorm at <= 64 tokens)",
+    )
+
+    @model_validator(mode="after")
+    def _store_needs_bandwidth(self) -> LoraSpec:
+        if self.sync == "store" and self.store_gb_per_s is None:
+            raise ValueError("sync: store needs store_gb_per_s (the shared storage's bandwidth per engine)")
+        return self
+
+
+class TrainingOptions(Strict):
+    """What every training schedule offers on the trainer side: where old log-probs come from, LoRA."""
+
+    recompute_logprob: bool = Field(
+        default=True,
+        description="true: an actor forward pass over the batch computes the old-policy log-probs (verl's "
+        "old_log_prob phase; AReaL's proximal log-probs in decoupled PPO). false: train on the log-probs the "
+        "inference engine returned with each token (verl actor.use_rollout_log_probs / rollout_correction "
+        "bypass_mode, AReaL recompute_logprob: false); the old_log_prob phase is then absent from the step",
+    )
+    lora: LoraSpec | None = Field(
+        default=None, description="Train LoRA adapters over a frozen base instead of every weight (null: full)"
+    )
+
+
+class RoutingSpec(Strict):
+    """Group-affinity routing of a prompt group's requests (schedules/affinity.py); prefix sharing modelled."""
+
+    policy: Literal["least-loaded", "affinity", "affinity-bounded"] = Field(
+        description="least-loaded: each request to the engine with the fewest requests; affinity: a group's "
+        "requests to the engine holding its prompt; affinity-bounded: affinity unless that engine would carry "
+        "more than (1 + load_bound) x the mean load"
+    )
+    load_bound: float = Field(
+        default=0.25, ge=0,
+        description="affinity-bounded: the epsilon of consistent hashing with bounded loads (Mirrokni, Thorup & "
+        "Zadimoghaddam, SODA 2018); 0.25 is an assumed default",
+    )
+
+
+class AsyncRolloutOptions(Strict):
+    """Options of the asynchronous rollout controllers (fully-async, roll)."""
+
+    routing: RoutingSpec | None = Field(
+        default=None, description="Group-affinity routing of fresh requests (null: least-loaded, no prefix sharing)"
+    )
+
+
+class SwitchSpec(Strict):
+    """verl V1 `separate_async` lending: verl's HybridRolloutSwitchConfig (trainer.v1.separate_async.hybrid_rollout).
+
+    Defaults are verl 0.9.1's (verl/trainer/config/config.py, HybridRolloutSwitchConfig). The rule
+    (verl/trainer/ppo/v1/trainer_separate_async.py, on_step_end) after each step: threshold = the
+    switch_threshold_ratio of the batch in prompt groups (at least one mini-batch); remaining = threshold
+    minus the groups already sampleable for the next step; benefit_seconds = remaining x the mean wait per
+    missing group so far x hybrid / (hybrid + standalone GPUs); effective_switch_cost_seconds = the mean of
+    the last switch_cost_window_size switches into generation plus that of the switches back. The trainer's
+    GPUs join generation if remaining > 0 and the benefit beats the cost (or either is not known yet), and
+    return when `threshold` groups are sampleable.
+    """
+
+    enable_switch: bool = Field(default=False, description="Lend idle trainer GPUs to generation")
+    switch_threshold_ratio: float = Field(
+        default=0.4, gt=0, le=1, description="Sampleable share of the batch at which the GPUs return to training"
+    )
+    adaptive_switch_threshold: bool = Field(
+        default=True, description="Raise the ratio after idle steps, lower it after calm ones"
+    )
+    switch_threshold_step_up: float = Field(default=0.05, ge=0, le=1, description="Raise per idle streak")
+    switch_threshold_step_down: float = Field(default=0.03, ge=0, le=1, description="Lower per calm streak")
+    switch_threshold_release_steps: int = Field(
+        default=2, gt=0, le=1024, description="Consecutive idle (or calm) steps before the ratio moves"
+    )
+    switch_cost_window_size: int = Field(default=3, gt=0, le=1024, description="Switches the cost averages over")
+    engine_start_s: float = Field(
+        default=0.0, ge=0,
+        description="rlsim: a fixed cost per switch into generation on top of the modelled transition (engine "
+        "wake, weight gather and load, graph capture, host work: costs/transition.py, docs/sources.md §12)",
+    )
+
+
+class TailReshardSpec(Strict):
+    """Tail re-sharding in a synchronous rollout (schedules/tail_reshard.py; PAT, arXiv 2605.23945)."""
+
+    threshold: float = Field(
+        default=0.05, gt=0, lt=1,
+        description="Consider the re-shard when this fraction of the batch is still running (assumed default)",
+    )
+    factor: int = Field(
+        default=2, ge=2, le=64, description="Wide engines have factor x the rollout TP (and there are 1/factor as many)"
+    )
+    mode: Literal["migrate", "recompute"] = Field(
+        default="migrate",
+        description="Move the running sequences' KV over NVLink (migrate) or re-prefill their context (recompute)",
+    )
+    restart_s: float = Field(
+        default=0.45, ge=0,
+        description="Engine restart at the new TP (default: verl's engine wake-up and KV re-allocation, "
+        "~450 ms, docs/sources.md §4)",
+    )
+
+
+class ResplitSpec(Strict):
+    """Online re-splitting of trainer and rollout GPUs (schedules/resplit.py; Libra, arXiv 2606.03077)."""
+
+    interval_steps: int | None = Field(default=None, gt=0, le=1_000_000, description="Re-plan every this many steps")
+    imbalance: float | None = Field(
+        default=0.2, gt=0, le=1,
+        description="Re-plan when training and rollout times per batch differ by this fraction of the larger "
+        "(assumed default)",
+    )
+    queue_groups: int | None = Field(
+        default=None, gt=0, le=1_000_000, description="Re-plan when this many finished groups wait in the buffer"
+    )
+    window: int = Field(
+        default=3, gt=0, le=1024,
+        description="Steps the planner averages training and rollout GPU-seconds over (assumed default)",
+    )
+    min_gain: float = Field(
+        default=0.05, ge=0, le=1,
+        description="Re-split only if max(train, rollout) drops by at least this fraction (assumed default)",
+    )
+    reconfig_s: float = Field(
+        default=5.0, ge=0,
+        description="Reconfiguration cost per re-split: trainer process groups and optimizer state rebuilt "
+        "(assumed; the engines' start is added when GPUs join generation)",
+    )

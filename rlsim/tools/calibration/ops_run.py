@@ -1,0 +1,165 @@
+"""`rlsim calibrate ops DIR --gpu NAME`: fit, score and write ops_fit.csv (ops_fit has the models).
+
+Besides the dense operators it fits, where the folder has them:
+- collectives: per (kind, group size, devices per node), t = latency + size / bandwidth, in closed form
+  on relative error (the all-reduce's bandwidth is the bus-free figure size / (t - latency));
+- the per-kernel launch and host cost: Frontier profiles some operators twice, timed with CUDA events
+  around the host call (`linear_op.csv`) and kernel-only (`linear_op_kernel_only.csv`); the median
+  difference over single-kernel operators (norms, rope, activation, embedding) at <= 256 tokens.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlsim.tools.calibration import ops_data
+from rlsim.tools.calibration.ops_fit import DenseFit, error_stats, fit_dense
+
+# The hardware profile whose datasheet peak and bandwidth each profiled GPU's efficiencies refer to.
+GPU_PROFILES = {"a100": "a100-80gb", "h100": "h100-sxm", "h800": "h800", "a800": "a800"}
+_SINGLE_KERNEL_OPS = ("input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "emb")
+CSV_COLUMNS = ("gpu", "model", "tp", "op", "tokens", "measured_ms", "predicted_ms", "held_out")
+
+
+@dataclass(frozen=True)
+class CollectiveFit:
+    kind: str
+    topology: str
+    workers: int
+    per_node: int
+    latency_us: float
+    bandwidth_gb_per_s: float
+
+
+@dataclass(frozen=True)
+class OpsResult:
+    gpu: str
+    held_out_models: tuple[str, ...]
+    dense: DenseFit
+    collectives: list[CollectiveFit]
+    launch_us: float | None
+    held_median: float
+    held_p90: float
+    held_rows: int
+    train_median: float
+    train_p90: float
+    small_ops_us: float  # per layer at decode sizes (<= 64 tokens), training models' median rows
+
+    def profile_values(self) -> dict[str, float]:
+        """What a hardware profile takes from this fit (docs/operators.md says what each one means)."""
+        g = self.dense.gemm
+        out = {
+            "decode_eta_mem": round(float(np.mean([g[o].eta_mem for o in ("mlp_up_proj", "mlp_down_proj")])), 3),
+            "decode_eta_compute": round(float(np.median([c.eta_compute(512.0) for c in g.values()])), 3),
+            "prefill_eta_compute": round(float(np.median([c.eta_compute(4096.0) for c in g.values()])), 3),
+            "gemm_fixed_us": round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2),
+            "layer_small_ops_us": round(self.small_ops_us, 1),
+        }
+        if self.launch_us is not None:
+            out["kernel_launch_us"] = round(self.launch_us, 2)
+        return out
+
+
+def fit_collectives(rows: ops_data.CollectiveRows) -> tuple[list[CollectiveFit], np.ndarray]:
+    """One latency + bandwidth line per group; returns the fits and each row's predicted ms."""
+    fits, pred = [], np.full(len(rows), np.nan)
+    groups = sorted({(str(k), str(t), int(w), int(p)) for k, t, w, p in
+                     zip(rows.kind, rows.topology, rows.workers, rows.per_node, strict=True)})
+    for kind, topo, workers, per_node in groups:
+        m = (rows.kind == kind) & (rows.topology == topo) & (rows.workers == workers) & (rows.per_node == per_node)
+        y, size = rows.measured_ms[m] * 1e-3, rows.size[m]
+        a = np.column_stack([np.ones_like(y), size]) / y[:, None]
+        (lat, inv_bw), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+        lat, inv_bw = max(lat, 0.0), max(inv_bw, 1e-15)
+        pred[m] = (lat + size * inv_bw) * 1e3
+        fits.append(CollectiveFit(kind, topo, workers, per_node, lat * 1e6, 1.0 / inv_bw / 1e9))
+    return fits, pred
+
+
+def launch_cost_us(root: Path, gpu: str) -> float | None:
+    """Median (host-timed - kernel-only) per single-kernel operator at <= 256 tokens, microseconds."""
+    diffs = []
+    for path in sorted((root / "compute" / gpu).rglob("linear_op_kernel_only.csv")):
+        host_rows = ops_data.read_table(path.with_name("linear_op.csv"), ("num_tokens", "num_tensor_parallel_workers",
+                                                                          *(f"time_stats.{o}.median"
+                                                                            for o in _SINGLE_KERNEL_OPS)))
+        kern_rows = ops_data.read_table(path, ("num_tokens", "num_tensor_parallel_workers",
+                                               *(f"time_stats.{o}.median" for o in _SINGLE_KERNEL_OPS)))
+        key = ("num_tokens", "num_tensor_parallel_workers")
+        host = {tuple(host_rows[k][i] for k in key): i for i in range(len(host_rows["num_tokens"]))}
+        for j in range(len(kern_rows["num_tokens"])):
+            pair = tuple(kern_rows[k][j] for k in key)
+            if pair in host and pair[0] <= 256:
+                i = host[pair]
+                diffs += [(host_rows[f"time_stats.{o}.median"][i] - kern_rows[f"time_stats.{o}.median"][j]) * 1e3
+                          for o in _SINGLE_KERNEL_OPS]
+    return float(np.median(diffs)) if diffs else None
+
+
+def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, hbm_bytes_per_s: float,
+            out: Path | None) -> OpsResult:
+    """Fit `gpu`'s operators under `root` with `held_out` models left out; write OUT/ops_fit.csv."""
+    rows = ops_data.read_dense(root, gpu)
+    unknown = [m for m in held_out if m not in set(rows.model)]
+    if unknown:
+        raise ops_data.OpsDataError(f"--hold-out-models: no rows for {', '.join(unknown)} "
+                                    f"(models: {', '.join(sorted(set(rows.model)))})")
+    held = np.isin(rows.model, held_out)
+    if held.all():
+        raise ops_data.OpsDataError("--hold-out-models: every model is held out, nothing left to fit on")
+    dense = fit_dense(rows.subset(~held), peak_flops, hbm_bytes_per_s)
+    pred = dense.predict(rows)
+    coll_rows = ops_data.read_collectives(root, gpu)
+    coll_fits, coll_pred = ([], None) if coll_rows is None else fit_collectives(coll_rows)
+    hm, hp, hn = error_stats(rows.measured_ms[held], pred[held])
+    tm, tp90, _ = error_stats(rows.measured_ms[~held], pred[~held])
+    if out is not None:
+        _write_csv(out / "ops_fit.csv", gpu, rows, pred, held, coll_rows, coll_pred)
+    return OpsResult(gpu, held_out, dense, coll_fits, launch_cost_us(root, gpu), hm, hp, hn, tm, tp90,
+                     _small_ops_us(rows.subset(~held)))
+
+
+def _small_ops_us(rows: ops_data.DenseRows) -> float:
+    """Sum over a layer's memory-bound operators of their median time at decode sizes (<= 64 tokens)."""
+    small = [op for op in ops_data.MEMORY_OPS if op != "emb"]  # the embedding runs once per step, not per layer
+    return float(sum(np.median(rows.measured_ms[(rows.op == op) & (rows.tokens <= 64)]) * 1e3
+                     for op in small if ((rows.op == op) & (rows.tokens <= 64)).any()))
+
+
+def _write_csv(path: Path, gpu, rows, pred, held, coll_rows, coll_pred) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_COLUMNS)
+        for i in range(len(rows)):
+            w.writerow((gpu, rows.model[i], int(rows.tp[i]), rows.op[i], int(rows.tokens[i]),
+                        f"{rows.measured_ms[i]:.6g}", f"{pred[i]:.6g}", bool(held[i])))
+        if coll_rows is not None:
+            for i in range(len(coll_rows)):
+                op = f"{coll_rows.kind[i]}_n{int(coll_rows.workers[i])}_per_node{int(coll_rows.per_node[i])}"
+                w.writerow((gpu, coll_rows.topology[i], int(coll_rows.workers[i]), op, int(coll_rows.size[i]),
+                            f"{coll_rows.measured_ms[i]:.6g}", f"{coll_pred[i]:.6g}", False))
+
+
+def format_result(r: OpsResult) -> str:
+    lines = [f"operator fit on {r.gpu}: held-out {', '.join(r.held_out_models) or '(none)'}",
+             f"  held-out models: median |error| {r.held_median:.1%}, p90 {r.held_p90:.1%} "
+             f"over {r.held_rows} rows measured at >= 10 us",
+             f"  training models: median |error| {r.train_median:.1%}, p90 {r.train_p90:.1%}"]
+    for op, c in r.dense.gemm.items():
+        lines.append(f"  {op:26s} eta_mem {c.eta_mem:.3f}  eta_compute 1/64/512/4096 tokens "
+                     f"{c.eta_compute(1.0):.2f}/{c.eta_compute(64.0):.2f}/{c.eta_compute(512.0):.2f}/"
+                     f"{c.eta_compute(4096.0):.2f}  fixed {c.t0_s * 1e6:.1f} us")
+    for op, c in r.dense.memory.items():
+        lines.append(f"  {op:26s} eta_mem {c.eta:.3f}  fixed {c.t0_s * 1e6:.1f} us")
+    for c in r.collectives:
+        lines.append(f"  {c.kind} {c.topology} n={c.workers} per_node={c.per_node}: "
+                     f"latency {c.latency_us:.1f} us, bandwidth {c.bandwidth_gb_per_s:.0f} GB/s")
+    if r.launch_us is not None:
+        lines.append(f"  kernel launch + host per operator: {r.launch_us:.1f} us")
+    lines.append("  hardware profile values: " + ", ".join(f"{k} {v}" for k, v in r.profile_values().items()))
+    return "\n".join(lines)

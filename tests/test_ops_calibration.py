@@ -1,0 +1,143 @@
+"""`rlsim calibrate ops`: the operator fit re-run on the shipped profile copies, the hardware profiles' values
+checked against it, and the 70B TP8 decode step checked against the sum of its measured operators."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rlsim.sim.costs.engine_kinds import engine_overheads
+from rlsim.sim.costs.generation import DecodeCoefficients, decode_coefficients, kernels_per_layer
+from rlsim.sim.hardware import load_profile
+from rlsim.sim.model_shapes import ModelShape, resolve_preset
+from rlsim.tools.calibration import ops_data
+from rlsim.tools.calibration.ops_run import CSV_COLUMNS, GPU_PROFILES, run_ops
+from rlsim.tools.cli import app
+
+OPS = Path(__file__).resolve().parent.parent / "hardware_profiles" / "operators"
+HELD = ("Llama-2-70b-hf", "Qwen-72B")
+
+
+@pytest.fixture(scope="module")
+def fits(tmp_path_factory):
+    out = {}
+    for gpu in ("a100", "h100"):
+        hw = load_profile(GPU_PROFILES[gpu])
+        out[gpu] = run_ops(OPS / "vidur", gpu, HELD, hw.peak_flops, hw.hbm_bytes_per_s,
+                           tmp_path_factory.mktemp(gpu))
+    return out
+
+
+def test_held_out_error(fits):
+    # a100 meets the issue's target (<= 5% median, <= 15% p90); h100 does not yet (docs/operators.md says so)
+    a, h = fits["a100"], fits["h100"]
+    assert a.held_rows > 10000 and h.held_rows > 10000
+    assert a.held_median <= 0.05 and a.held_p90 <= 0.15
+    assert h.held_median <= 0.07 and h.held_p90 <= 0.20
+    # a 4-parameter roofline gets 7.6% / 21%: the per-operator curves must beat it on both GPUs
+    assert max(a.held_median, h.held_median) < 0.076 and max(a.held_p90, h.held_p90) < 0.21
+
+
+@pytest.mark.parametrize("profile, gpu", [("a100-80gb", "a100"), ("h100-sxm", "h100"), ("h800", "h100")])
+def test_shipped_values_come_from_the_fit(fits, profile, gpu):
+    hw = load_profile(profile)
+    for name, value in fits[gpu].profile_values().items():
+        assert getattr(hw, name) == pytest.approx(value, rel=0.02, abs=0.05), name
+        assert "calibrate ops" in hw.sources[name]
+    ar = next(c for c in fits[gpu].collectives if c.kind == "all_reduce" and c.workers == 8 and c.per_node == 8)
+    assert hw.collective_latency_us * 14 == pytest.approx(ar.latency_us, rel=0.03)
+
+
+def test_launch_cost_from_frontier():
+    us = pytest.importorskip("rlsim.tools.calibration.ops_run").launch_cost_us(OPS / "frontier", "h800")
+    assert us == pytest.approx(load_profile("h800").kernel_launch_us, abs=0.01)
+    assert 1.0 < us < 10.0  # a CUDA launch plus PyTorch dispatch is a few microseconds
+
+
+def _fitted_allreduce_ms(gpu: str, size: float) -> float:
+    rows = ops_data.read_collectives(OPS / "vidur", gpu)
+    from rlsim.tools.calibration.ops_run import fit_collectives
+
+    fit = next(c for c in fit_collectives(rows)[0]
+               if c.kind == "all_reduce" and c.topology == f"{gpu}_dgx" and c.workers == 8 and c.per_node == 8)
+    return (fit.latency_us * 1e-6 + size / (fit.bandwidth_gb_per_s * 1e9)) * 1e3
+
+
+@pytest.mark.parametrize("gpu, profile", [("h100", "h100-sxm"), ("a100", "a100-80gb")])
+def test_70b_tp8_decode_matches_its_operators(gpu, profile):
+    """The GPU part of a Llama-2-70B TP8 decode step (NCCL all-reduces, no engine overheads) is within 10%
+    of the sum of its measured operator rows plus two fitted all-reduces per layer, at batch 1 to 64."""
+    rows = ops_data.read_dense(OPS / "vidur", gpu)
+    hw, model = load_profile(profile), ModelShape(**resolve_preset("llama-2-70b"))
+    for batch in (1, 2, 4, 8, 16, 32, 64):
+        sel = (rows.model == "Llama-2-70b-hf") & (rows.tp == 8) & (rows.tokens == batch)
+        per_op = {op: np.median(rows.measured_ms[sel & (rows.op == op)]) for op in set(rows.op[sel])}
+        layer = sum(t for op, t in per_op.items() if op != "emb")
+        measured = model.layers * (layer + 2 * _fitted_allreduce_ms(gpu, batch * model.hidden * 2.0)) + per_op["emb"]
+        c = decode_coefficients(model, hw, 8, batch, overheads=engine_overheads("generic", hw))
+        simulated = (c.intercept + c.slope * batch * 64) * 1e3  # 64 tokens of context each
+        assert simulated == pytest.approx(measured, rel=0.10), (batch, simulated, measured)
+
+
+def test_eager_engine_pays_every_kernel_launch_per_layer():
+    hw = load_profile("h100-sxm")
+    m70, m8 = ModelShape(**resolve_preset("llama-2-70b")), ModelShape(**resolve_preset("llama-3-8b"))
+    for model, tp in ((m70, 8), (m8, 1)):
+        graphs = decode_coefficients(model, hw, tp, 8, overheads=engine_overheads("vllm-0.6", hw))
+        eager = decode_coefficients(model, hw, tp, 8, overheads=engine_overheads("vllm-0.6", hw, cuda_graphs=False))
+        extra = eager.fixed - graphs.fixed
+        assert extra == pytest.approx(model.layers * kernels_per_layer(tp) * hw.kernel_launch_us * 1e-6)
+    # 80 layers at TP8 pay 2.9x what 32 layers at TP1 pay: eager cost grows with layers and TP collectives
+    assert kernels_per_layer(8) * 80 / (kernels_per_layer(1) * 32) == pytest.approx(2.92, abs=0.01)
+
+
+def test_steps_split_agrees_with_steps_time():
+    c = DecodeCoefficients(intercept=0.01, slope=3e-8, fixed=0.002, batch=16)
+    for budget in (0.05, 0.5, 3.0):
+        n, t_n, t_next = c.steps_split(1000.0, budget, 500)
+        assert t_n == c.steps_time(1000.0, n) <= budget
+        assert t_next is None or t_next == c.steps_time(1000.0, n + 1) > budget
+
+
+def test_cli_writes_ops_fit_csv(tmp_path):
+    res = CliRunner().invoke(app, ["calibrate", "ops", str(OPS / "vidur"), "--gpu", "a100",
+                                   "--hold-out-models", "Llama-2-70b-hf", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "held-out models: median |error|" in res.output
+    with (tmp_path / "ops_fit.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == CSV_COLUMNS
+    held = [r for r in rows if r["held_out"] == "True"]
+    assert held and all(r["model"] == "Llama-2-70b-hf" for r in held)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["calibrate", "ops", "/nonexistent-dir", "--gpu", "h100"], "not a folder"),
+    (["calibrate", "ops", str(OPS / "vidur"), "--gpu", "tpu"], "unknown"),
+    (["calibrate", "ops", str(OPS / "vidur"), "--gpu", "h100", "--hold-out-models", "GPT-5"], "no rows for GPT-5"),
+])
+def test_cli_bad_input_is_one_line(args, message):
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+
+
+def test_moe_layer_cost_from_frontier_profiles():
+    from rlsim.tools.calibration.ops_moe import fit_moe, kernel_only_layer_us
+
+    us = kernel_only_layer_us(OPS / "frontier" / "compute" / "h800" / "Qwen3-30B-A3B-tiny" / "moe_kernel_only.csv")
+    for profile in ("a100-80gb", "h100-sxm", "h800"):
+        assert load_profile(profile).moe_layer_fixed_us == pytest.approx(us, abs=0.1)
+    # the grouped GEMM streams each touched expert's weights: a fixed cost plus a read at a plausible efficiency
+    fit = fit_moe(OPS / "frontier" / "compute" / "a800" / "qwen3-a3b-30b-moe" / "moe.csv", 2.039e12)
+    assert 0.3 < fit.expert_eta_mem <= 1.0 and fit.grouped_gemm_fixed_us > 0
+    # an MoE decode step pays it once per layer on top of the touched experts' reads
+    hw, m = load_profile("h100-sxm"), ModelShape(**resolve_preset("qwen3-30b-a3b"))
+    bare = hw.model_copy(update={"moe_layer_fixed_us": None})
+    o = engine_overheads("vllm-0.6", hw)
+    with_moe = decode_coefficients(m, hw, 1, 4, overheads=o).intercept
+    extra = with_moe - decode_coefficients(m, bare, 1, 4, overheads=o).intercept
+    assert extra == pytest.approx(m.layers * hw.moe_layer_fixed_us * 1e-6)
