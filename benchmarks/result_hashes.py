@@ -1,11 +1,14 @@
 """Hash every output table of every shipped run scenario: the bit-identity check for a speed-up.
 
 A change meant to be pure speed must leave every result bit for bit. Run this before and after it and
-diff the two JSON files (steps are capped at 2 so that the 22 scenarios take ~20 s):
+diff the two JSON files (steps are capped at 2 so that the 24 scenarios take ~30 s):
 
     python benchmarks/result_hashes.py before.json      # on the old commit (e.g. a git worktree)
     python benchmarks/result_hashes.py after.json
     diff before.json after.json && echo identical
+
+`--kernel reference` runs them on the reference kernel (SimPy's public API only): the same file comes out.
+The committed tests/golden/result_hashes.json is this script's output; tests/test_golden.py checks it.
 
 Hashed: the summary, the steps, timeline, engine-stats, samples, tools and trajectories tables, and the
 number of events the run took.
@@ -27,11 +30,21 @@ from rlsim.sim.simulate import simulate
 TABLES = ("steps", "timeline", "engine_stats", "samples", "tools", "trajectories")
 
 
-def result_hashes(path: Path) -> dict:
+def run_scenarios() -> list[Path]:
+    """The shipped run scenarios (not the sweep files nor the plan spaces)."""
+    root = shipped_dir("scenarios")
+    return [p for p in sorted(root.glob("*/*.yaml")) if p.parent.name not in ("plan", "sweeps")]
+
+
+def result_hashes(path: Path, kernel: str | None = None) -> dict:
     scenario = load_scenario(path, [])
     if scenario.steps > 2:
         scenario = load_scenario(path, ["steps=2", f"warmup_steps={min(scenario.warmup_steps, 1)}"])
-    result = simulate(scenario)
+    return hash_result(simulate(scenario, kernel=kernel))
+
+
+def hash_result(result) -> dict:
+    """The hashes of one run's output tables and its event count."""
     hashes = {"summary": _sha(json.dumps(result.summary, sort_keys=True, default=str).encode())}
     for name in TABLES:
         table = getattr(result, name, None)
@@ -48,10 +61,10 @@ def _sha(data: bytes) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="JSON file to write")
+    parser.add_argument("--kernel", choices=("fast", "reference"), default=None, help="default: $RLSIM_KERNEL or fast")
     args = parser.parse_args()
     root = shipped_dir("scenarios")
-    paths = [p for p in sorted(root.glob("*/*.yaml")) if p.parent.name not in ("plan", "sweeps")]
-    hashes = {str(p.relative_to(root)): result_hashes(p) for p in paths}
+    hashes = {str(p.relative_to(root)): result_hashes(p, args.kernel) for p in run_scenarios()}
     args.out.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
     print(f"{len(hashes)} scenarios hashed into {args.out}")
 

@@ -160,6 +160,7 @@ def test_sample_level_judging_in_roll():
     assert "timing_s/reward" not in res.steps.columns  # nothing left to score on the trainer's path
 
 
+@pytest.mark.slow
 def test_roll_rlvr_rollout_share_finding():
     """ROLL Flash (docs/sources.md §8): rollout is more than 70% of an RLVR step."""
     from rlsim.tools.reproduce.validation import bound_findings

@@ -8,7 +8,12 @@ scenario -> placement -> schedule phases -> engine/costs -> collector -> Result 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from functools import cache
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rlsim"
 
@@ -49,6 +54,19 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+def _lazy_table(path: Path) -> dict[str, str]:
+    """A lazy facade's `_WHERE` table (name -> defining module), read from its source."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["_WHERE"]:
+            return ast.literal_eval(node.value)
+    return {}
+
+
+LAZY_FACADES = {name: _lazy_table(PACKAGE.parent / path) for name, path in (
+    ("rlsim.sim.api", "rlsim/sim/api.py"), ("rlsim.sim.scenario", "rlsim/sim/scenario/__init__.py"),
+    ("rlsim.sim.costs", "rlsim/sim/costs/__init__.py"))}
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
@@ -63,6 +81,8 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlsim") and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)  # `from rlsim.x import module`
+            if node.module in LAZY_FACADES:  # a lazily re-exported name depends on the module that defines it
+                found.update(LAZY_FACADES[node.module].get(a.name, node.module) for a in node.names)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -70,6 +90,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
+@cache
 def _graph() -> dict[str, set[str]]:
     files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {}
@@ -148,13 +169,111 @@ def test_nothing_imports_the_cli():
     assert offenders == []
 
 
+# What the tools still import from the simulator besides its public API (rlsim.sim.api): cost functions
+# (plan, sensitivity, calibration), schema pieces (importers, plan), metrics windows (report). Shrink it.
+TOOLS_BEYOND_THE_API = {
+    "rlsim.sim.costs.engine_kinds", "rlsim.sim.costs.generation", "rlsim.sim.costs.resharding",
+    "rlsim.sim.costs.training", "rlsim.sim.hardware", "rlsim.sim.results.metrics", "rlsim.sim.scenario.calibration",
+    "rlsim.sim.scenario.placement", "rlsim.sim.scenario.schema", "rlsim.sim.scenario.schema.schedule",
+    "rlsim.sim.workload", "rlsim.sim.yaml_input",
+}
+
+
+def test_tools_reach_the_simulator_through_its_public_api():
+    """A tool imports the simulator through rlsim.sim.api, or from a module on the list above (which must shrink
+    when a tool moves onto the API: the list is exactly what is left)."""
+    direct = set()
+    for path in sorted((PACKAGE / "tools").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        direct |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                   and n.module.startswith("rlsim.sim.") and n.module != "rlsim.sim.api"}
+    assert direct == TOOLS_BEYOND_THE_API
+
+
 def test_costs_import_only_hardware_and_model_shapes():
     # csv_inputs is the one validated CSV parser (a leaf: it imports only the size limits), shared by the
     # checks that validate a measured latency/length file and the costs that sample from it.
-    allowed = {"costs", "hardware", "model_shapes", "csv_inputs", "limits"}
+    allowed = {"costs", "hardware", "model_shapes", "csv_inputs", "limits", "_lazy", "sampling"}
     broken = [f"{m} imports {d}" for m, deps in _graph().items() if _unit(m) == "costs"
               for d in deps if _unit(d) not in allowed]
     assert broken == []
+
+
+# The walls at run time: what an import actually loads (lazy re-exports, imports inside functions).
+# module -> modules (or packages) that importing it must not load.
+HEAVY = ("pandas", "simpy", "matplotlib", "scipy")
+LOADS_NOTHING_HEAVY = {
+    "rlsim": (*HEAVY, "numpy", "pydantic", "typer", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
+    "rlsim.sim.api": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
+    "rlsim.sim.scenario": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario.schema"),
+    "rlsim.sim.costs": (*HEAVY, "numpy", "pydantic", "rlsim.sim.costs.generation"),
+    "rlsim.tools.report.formats": (*HEAVY, "numpy", "rlsim.sim"),
+    "rlsim.tools.cli": (*HEAVY, "numpy", "pydantic", "yaml", "rlsim.sim.scenario.schema", "rlsim.sim.engine"),
+    "rlsim.sim.scenario.schema": ("pandas", "simpy", "matplotlib", "rlsim.sim.engine", "rlsim.sim.simulate",
+                                  "rlsim.tools"),
+    "rlsim.sim.simulate": ("matplotlib", "typer", "rich", "rlsim.tools"),
+}
+
+
+def _loaded_by(module: str) -> set[str]:
+    code = f"import sys, {module}; print('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+@pytest.mark.parametrize("module", sorted(LOADS_NOTHING_HEAVY))
+def test_an_import_loads_only_what_it_uses(module):
+    loaded = _loaded_by(module)
+    banned = LOADS_NOTHING_HEAVY[module]
+    assert sorted(m for m in loaded if any(m == b or m.startswith(b + ".") for b in banned)) == []
+
+
+def test_the_lazy_facades_still_hand_out_every_name():
+    import rlsim
+    import rlsim.sim.api as api
+    import rlsim.sim.costs as costs
+    import rlsim.sim.scenario as scenario
+
+    for facade in (rlsim, api, costs, scenario):
+        for name in facade.__all__:
+            assert getattr(facade, name) is not None, f"{facade.__name__}.{name}"
+    assert rlsim.simulate is api.simulate and rlsim.load_scenario is scenario.load_scenario
+    with pytest.raises(AttributeError):
+        _ = api.no_such_name
+
+
+# The speed layer in one room: SimPy's private internals are named in rlsim/sim/engine/kernel.py only.
+KERNEL = PACKAGE / "sim" / "engine" / "kernel.py"
+SIMPY_PRIVATE = {"_queue", "_eid", "_now", "_value", "_ok", "_target", "_defused", "_resume", "_generator",
+                 "_delay", "_events", "_check", "_populate_value", "_build_value"}
+
+
+def _simpy_private_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in SIMPY_PRIVATE:
+            found.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Constant) and node.value in SIMPY_PRIVATE:  # getattr(event, "_ok")
+            found.append((node.lineno, repr(node.value)))
+        elif isinstance(node, ast.Attribute) and node.attr == "__new__" and ast.unparse(node.value) == "object":
+            found.append((node.lineno, "object.__new__"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("simpy"):
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names
+                      if a.name.startswith("_") or node.module.startswith("simpy.core")]
+    return found
+
+
+def test_only_the_kernel_names_simpys_private_attributes():
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line} {what}"
+                 for path in sorted(PACKAGE.rglob("*.py")) if path != KERNEL
+                 for line, what in _simpy_private_uses(ast.parse(path.read_text(encoding="utf-8")))]
+    assert offenders == []
+
+
+def test_the_wall_check_sees_what_the_kernel_does():
+    """The check above finds the kernel's own uses: it would find them anywhere else."""
+    found = {what for _, what in _simpy_private_uses(ast.parse(KERNEL.read_text(encoding="utf-8")))}
+    assert {"._queue", "._eid", "._now", "._value", "._ok", "._target", "object.__new__"} <= found
 
 
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80

@@ -13,13 +13,17 @@ import numpy as np
 import pytest
 
 from rlsim.sim.results.collector import STEP_COLUMNS, SUMMARY_COLUMNS, TIMING_PREFIX
-from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.scenario.loader import apply_overrides, load_scenario, parse_scenario, read_yaml
 from rlsim.sim.simulate import simulate
 from rlsim.tools.report.plots import busy_by_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = ["steps=2", "warmup_steps=1", "algorithm.prompts_per_step=8"]
+AGENTIC = "scenarios/agentic/tool-latency-base.yaml"
+# Every schedule, with single-turn samples and with multi-turn agentic trajectories (the `agent` workload and
+# the tool environments of AGENTIC grafted onto the schedule's scenario). Generation-only has no agentic case:
+# it runs single-turn requests only.
 CASES = {
     "generation-only": ("scenarios/hybridflow/verl-generation-flat.yaml", SMALL),
     "hybridflow": ("scenarios/quickstart.yaml", SMALL),
@@ -27,7 +31,10 @@ CASES = {
     "one-step-off": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml", SMALL),
     "fully-async": ("scenarios/async/areal-1.5b-h800.yaml", SMALL),
     "roll": ("scenarios/roll/rlvr-qwen2.5-7b-async.yaml", SMALL),
-    "agentic-fully-async": ("scenarios/agentic/tool-latency-base.yaml", ["steps=2", "warmup_steps=1"]),
+    "agentic-hybridflow": ("scenarios/quickstart.yaml", SMALL),
+    "agentic-one-step-off": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml", SMALL),
+    "agentic-fully-async": (AGENTIC, ["steps=2", "warmup_steps=1"]),
+    "agentic-roll": ("scenarios/roll/agentic-sokoban.yaml", SMALL),
     # The schedules of docs/schedules-2026.md.
     "one-step-off-rollout-logprobs": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml",
                                       ["schedule.recompute_logprob=false", *SMALL]),
@@ -41,10 +48,22 @@ CASES = {
 }
 
 
+def _scenario(name: str):
+    path, overrides = CASES[name]
+    if not name.startswith("agentic-"):
+        return load_scenario(ROOT / path, overrides)
+    data, agentic = apply_overrides(read_yaml(ROOT / path), overrides), read_yaml(ROOT / AGENTIC)
+    data["workload"] = {**data["workload"], "agent": agentic["workload"]["agent"],
+                        "response_length": agentic["workload"]["response_length"]}
+    data["environments"] = agentic["environments"]
+    return parse_scenario(data, source=f"{path} + agent")
+
+
 @pytest.fixture(scope="module", params=sorted(CASES))
 def run(request):
-    path, overrides = CASES[request.param]
-    return request.param, simulate(load_scenario(ROOT / path, overrides))
+    res = simulate(_scenario(request.param))
+    assert (res.trajectories is not None) == request.param.startswith("agentic-")
+    return request.param, res
 
 
 def test_every_step_column_is_declared_and_the_base_columns_are_always_there(run):
@@ -80,14 +99,17 @@ def test_every_sample_is_generated_once_and_ends_trained_discarded_or_in_flight(
     assert s["sample_id"].is_unique, name
     assert set(s["fate"]) <= {"trained", "discarded", "in_flight", "finished"}, name
     if name != "generation-only":
-        assert (s["fate"] == "trained").any() or res.trajectories is not None, name
+        assert (s["fate"] == "trained").any(), name
     if name == "generation-only":
         assert (s["fate"] == "finished").all()
     trained = s[s["fate"] == "trained"]
     assert (trained["staleness"] >= 0).all() and not trained["staleness"].isna().any(), name
     assert trained["finished_s"].notna().all(), name
-    if "samples" in res.steps and res.trajectories is None and name != "generation-only":
+    if name != "generation-only":
         assert len(trained) == int(res.steps["samples"].sum()), name
+    if res.trajectories is not None:  # one sample per trajectory that got to run a turn
+        assert len(s) <= len(res.trajectories), name
+        assert len(trained) <= int((res.trajectories["outcome"] == "completed").sum()), name
 
 
 def test_policy_versions_only_grow(run):

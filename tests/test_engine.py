@@ -709,9 +709,8 @@ def test_deterministic(w):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads(chunked=True))
 def test_random_chunked_workloads_complete(w):
-    # KV bound not checked here: see test_chunked_prefill_respects_kv_capacity (known bug).
-    out = run_workload(w, check_kv=False)
-    check_invariants(out, check_kv=False)
+    out = run_workload(w)  # the KV bound checked after every event, as for unchunked workloads
+    check_invariants(out)
 
 
 def reference_times(reqs: list[tuple[float, int, int]], max_num_seqs: int, mbt: int) -> list[tuple[float, float]]:

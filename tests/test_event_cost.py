@@ -1,8 +1,6 @@
-"""Event-cost work (issue 17 item 7) must not move results: small runs pinned to their values before it.
-
-The values below were measured on the code before the event-logic changes (fast tool-pool path, no
-interrupt per arrival, O(log n) engine choice, no buffer rescans); any later change that moves
-throughput, step time or idle by more than 1% fails here.
+"""The event logic (fast tool-pool path, no interrupt per arrival, O(log n) engine choice, no buffer rescans)
+and a speed-up of it must not move results: small runs of each kind, hashed bit for bit
+(tests/golden/test_scenarios.json, made by tests/golden_hashes.py), then the event logic itself.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from golden_hashes import golden_in_tests, hash_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,8 +39,6 @@ from rlsim.sim.workload import sample_length, sample_lengths
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTIC = yaml.safe_load((ROOT / "scenarios/agentic/tool-latency-base.yaml").read_text())
-PINNED_KEYS = ("throughput_tokens_per_s", "step_time_s", "gpu_idle_fraction", "rollout_idle_ratio",
-               "trainer_idle_ratio")
 
 
 def small_agentic(schedule: dict | None = None) -> dict:
@@ -84,42 +81,10 @@ CASES = {
     "fully-async": small_async,
 }
 
-# Measured before the event-cost changes (same scenarios, same seeds); re-measured once when training
-# FLOPs switched to the causal attention count (a cost-model change, not an event-logic one).
-BEFORE: dict[str, dict[str, float]] = {
-    "agentic-fully-async": {"throughput_tokens_per_s": 21089.65912078628,
-        "step_time_s": 8.638973202768739,
-        "gpu_idle_fraction": 0.03874385942538572,
-        "rollout_idle_ratio": 0.006344896399151367,
-        "trainer_idle_ratio": 0.1349331637276357},
-    "agentic-roll": {"throughput_tokens_per_s": 4943.814496846526,
-        "step_time_s": 29.38884541332952,
-        "gpu_idle_fraction": 0.23290444116066322,
-        "rollout_idle_ratio": 0.04474543596135572,
-        "trainer_idle_ratio": 0.7970791925714588},
-    "agentic-sync": {"throughput_tokens_per_s": 3307.897482699879,
-        "step_time_s": 53.068150061507474,
-        "gpu_idle_fraction": 0.5144189046216212,
-        "rollout_idle_ratio": 0.3976344488793957},
-    "fully-async": {"throughput_tokens_per_s": 21298.838745211164,
-        "step_time_s": 3.103021286306506,
-        "gpu_idle_fraction": 0.29800233725540526,
-        "rollout_idle_ratio": 0.0002970823574953707,
-        "trainer_idle_ratio": 0.8926032107639026},
-}
-
-
-def pinned(name: str) -> dict[str, float]:
-    summary = simulate(parse_scenario(CASES[name](), source="test")).summary
-    return {k: summary[k] for k in PINNED_KEYS if k in summary}
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_results_unchanged_by_event_cost_work(name):
-    got = pinned(name)
-    assert set(got) == set(BEFORE[name])
-    for key, value in BEFORE[name].items():
-        assert got[key] == pytest.approx(value, rel=0.01, abs=1e-4), f"{name}: {key}"
+def test_results_match_their_golden_hashes(name):
+    result = simulate(parse_scenario(CASES[name](), source="test"))
+    assert hash_result(result) == golden_in_tests()[f"event_cost/{name}"]
 
 
 # ---------------------------------------------------------------- the event logic itself

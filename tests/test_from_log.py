@@ -160,6 +160,7 @@ def _calibrate_then_predict(tmp_path, sync_log: str, sync_scenario: str, scenari
                                                                        "update_actor")}
 
 
+@pytest.mark.slow
 def test_calibrate_on_verl_sync_then_predict_one_step_off(tmp_path):
     """docs/sources.md §6, FSDP2: fit on the sync row only, predict the one-step-off row.
 
@@ -175,6 +176,7 @@ def test_calibrate_on_verl_sync_then_predict_one_step_off(tmp_path):
     assert abs(err["generate"]) <= 17.0  # misses the 15% target today (see the docstring)
 
 
+@pytest.mark.slow
 def test_calibrate_on_verl_megatron_sync_then_predict_one_step_off(tmp_path):
     """docs/sources.md §6, Megatron: the same workflow misses; these bounds pin today's errors.
 

@@ -246,6 +246,7 @@ def test_every_shrunk_shipped_scenario_runs():
         assert check_one(data, folder, name) == "ran", name
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
 @given(mutated())

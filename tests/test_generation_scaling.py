@@ -7,6 +7,7 @@ here: moving sigma by one grid step either way must not lower the squared error 
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from rlsim.sim.paths import shipped_dir
@@ -21,12 +22,14 @@ def _sse(sigma: float) -> float:
     return float((table["error_pct"] ** 2).sum())
 
 
+@pytest.mark.slow
 def test_shipped_sigma_is_the_least_squares_fit_on_the_grid():
     best = _sse(SIGMA)
     assert best < _sse(round(SIGMA - 0.05, 2))
     assert best < _sse(round(SIGMA + 0.05, 2))
 
 
+@pytest.mark.slow
 def test_saturation_is_visible_and_fitted_points_are_marked():
     table = areal_scaling_table()
     assert list(table.loc[table["status"] == "fitted", "gpus"]) == list(AREAL_FITTED_GPUS)

@@ -259,6 +259,7 @@ def test_transition_cost_orders_the_methods():
     assert list(comp["staleness_bound"].iloc[-3:]) == [0, 1, 4]
 
 
+@pytest.mark.slow
 def test_validation_rows_cover_the_published_numbers():
     from rlsim.tools.reproduce.validation import nim_rows, verl_rows
 
@@ -269,6 +270,7 @@ def test_validation_rows_cover_the_published_numbers():
     assert abs(speedup["simulated"] / speedup["published"] - 1) < 0.15
 
 
+@pytest.mark.slow
 def test_figures_batch_size_and_generation_tp():
     """F8: bigger rollout batches amortise the tail; F3: under KV pressure a larger TP generates faster."""
     from rlsim.tools.reproduce.figures import batch_group_table, generation_tp_table

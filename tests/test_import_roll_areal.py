@@ -65,6 +65,7 @@ def test_roll_colocated_rlvr_with_a_judge_keeps_rolls_gpu_ranges(tmp_path):
     assert_complete(imported.ledger)
 
 
+@pytest.mark.slow
 def test_roll_async_puts_generation_on_its_own_pool_and_runs(tmp_path):
     out = tmp_path / "roll.yaml"
     res = runner.invoke(app, ["import", "roll", str(ROLL_ASYNC), "--out", str(out), "--set",

@@ -52,6 +52,7 @@ def test_composer_reproduces_verls_own_generated_config(trainer_config, name):
     assert len(theirs) > 900
 
 
+@pytest.mark.slow
 def test_shipped_default_imports_validates_runs_and_lists_every_key(trainer_config, tmp_path):
     out = tmp_path / "verl_default.yaml"
     res = runner.invoke(app, ["import", "verl", str(trainer_config / "ppo_trainer.yaml"), "--out", str(out)])

@@ -53,6 +53,7 @@ def test_fifteen_groupings_of_ppo_models_and_standalone_sets_as_the_reproduction
         assert allocate(gpus, [4, 2, 1, 1], 8) == list(sets)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "gpus", "layouts"), [("7b", 16, ["partitions"]),
                                                          ("34b", 128, ["colocate", "split", "standalone"])])
 def test_hybridflow_plan_recovers_the_reproduction_winner(model, gpus, layouts):
@@ -89,6 +90,7 @@ def test_same_seed_same_plan_serial_and_local(tmp_path):
     assert set(serial["status"]) >= {"evaluated", "pruned"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'rlsim[ray]')")
 def test_ray_gives_the_local_plan(tmp_path):
     pd.testing.assert_frame_equal(_small_plan(tmp_path, "ray", "r"), _small_plan(tmp_path, "local", "l"))
@@ -124,6 +126,7 @@ def result_label(outcome, e) -> str:
     return f"{k['gen_gpus']}+{k['train_gpus']}"
 
 
+@pytest.mark.slow
 def test_areal_split_candidates_are_the_shipped_setup_resized(areal_plan):
     """75/25 on 128 H800 is the paper's layout itself: the plan simulates it as `rlsim run` would, after the
     warm-up that covers eta = 4's head start (1 + 5 batches)."""
@@ -133,6 +136,7 @@ def test_areal_split_candidates_are_the_shipped_setup_resized(areal_plan):
     assert set(areal_plan) == {"64+64", "96+32"}
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
     "with the long-context training costs the 1.5B trainer is ~1.85x slower (docs/long-context.md, AReaL Fig. 5c) "
     "while generation is still ~2.4x too fast in a synchronous long-tail batch; 32 training GPUs then bound the "
@@ -172,6 +176,7 @@ def test_plan_measures_async_layouts_after_the_head_start(tmp_path):
     assert warmups == {"max_head_offpolicyness=1": 3, "max_head_offpolicyness=4": 6}
 
 
+@pytest.mark.slow
 def test_async_generation_gpus_beyond_a_point_only_add_idle(tmp_path):
     space = yaml.safe_load((SCENARIOS / "plan" / "verl-async-generation-gpus.yaml").read_text())
     space["mixes"][0]["generation"]["gpus"] = [8, 16, 32]

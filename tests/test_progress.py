@@ -46,6 +46,7 @@ def run_in_pty(args: list[str], cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=120), b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "compare", "sweep", "calibrate", "reproduce"])
 def test_progress_on_a_terminal_and_none_when_quiet(command, tmp_path):
     args = _commands(tmp_path)[command]

@@ -357,6 +357,7 @@ def _alive(pid: int) -> bool:
         return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
 def test_killing_the_driver_stops_its_workers(tmp_path):
     cmd = [sys.executable, "-m", "rlsim.tools.cli", "sweep", str(QUICKSTART), "--grid",

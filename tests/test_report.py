@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from golden_hashes import golden_in_tests, hash_result  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
@@ -124,24 +125,10 @@ def synthetic_rl() -> tuple[pd.DataFrame, pd.DataFrame]:
 # ---------------------------------------------------------------- golden summary and relations
 
 
-GOLDEN = {  # computed once for TINY (seed 7); regenerate deliberately if a cost model changes
-    "step_time_s": 2.413257907569043,
-    "simulated_seconds": 4.826515815138086,
-    "throughput_tokens_per_s": 2689.1033816344543,
-    "samples_per_s": 6.63004146793301,
-    "gpu_idle_fraction": 0.2010254277028205,
-    "response_length_mean": 231.21875,
-    "tokens": 12979.0,
-    "num_gpus": 2,
-    "steps": 2,
-    "staleness_mean": 0.0,
-    "staleness_max": 0.0,
-}
-
-
 def test_golden_summary(result):
-    for key, value in GOLDEN.items():
-        assert result.summary[key] == pytest.approx(value, rel=1e-9), key
+    """Every table of TINY's run, hashed, is what it was (tests/golden/test_scenarios.json); a few plain facts."""
+    assert hash_result(result) == golden_in_tests()["report/tiny"]
+    assert result.summary["num_gpus"] == 2 and result.summary["steps"] == 2
 
 
 def test_summary_agrees_with_the_other_tables(result):
@@ -440,6 +427,7 @@ def test_cli_run_writes_folder(tiny_yaml, tmp_path):
     assert "throughput" in res.output
 
 
+@pytest.mark.slow
 def test_cli_plot_and_compare(tiny_yaml, tmp_path):
     runner = CliRunner()
     out = tmp_path / "run"

@@ -564,6 +564,7 @@ _VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(_paths(BASE)), _VALUES), min_size=1, max_size=3))
 def test_any_mutation_is_valid_or_a_clean_scenario_error(mutations):

@@ -264,6 +264,7 @@ def _lends(path_overrides=()):
     return _v1(LENDING, "steps=8", *path_overrides)
 
 
+@pytest.mark.slow
 def test_lending_moves_gpus_only_when_the_benefit_beats_the_switch_cost():
     """verl's rule, decision by decision: lend iff groups remain and benefit > cost (or one is not known yet)."""
     sched = _lends()
@@ -390,6 +391,7 @@ def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
         assert s.fate != "aborted" or s.reason == "in flight at end of run"
 
 
+@pytest.mark.slow
 def test_resplit_is_not_made_when_reconfiguration_costs_more_than_it_saves():
     dear = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit.reconfig_s=10000")
     fixed = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit=null")

@@ -336,7 +336,7 @@ def test_failing_points_are_isolated_reported_and_retried(tmp_path, monkeypatch)
     def broken(scenario, seed=None):
         raise ValueError("no engine fits")
 
-    monkeypatch.setattr(sys.modules["rlsim.sim.simulate"], "simulate", broken)
+    monkeypatch.setattr(sys.modules["rlsim.sim.api"], "simulate", broken)  # what the runner calls
     record = run_point(tasks_for(plan)[0])
     assert record["error"] == "ValueError: no engine fits" and "Traceback" in record["traceback"]
     monkeypatch.undo()
@@ -426,6 +426,7 @@ def _resume_and_check(out: Path, backend: str, stored_before: int) -> None:
     assert sorted(p.stem for p in (out / "points").iterdir()) == sorted(df["point_id"])  # no leftovers
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_every_point_exactly_once(tmp_path):
     proc = _start_sweep(tmp_path, "serial")
     _wait_for_points(proc, tmp_path, 3)
@@ -436,6 +437,7 @@ def test_killed_sweep_resumes_every_point_exactly_once(tmp_path):
     _resume_and_check(tmp_path, "serial", stored)
 
 
+@pytest.mark.slow
 def test_killed_worker_stops_cleanly_then_resumes(tmp_path):
     proc = _start_sweep(tmp_path, "local")
     found = _wait_for_points(proc, tmp_path, 2)
@@ -451,6 +453,7 @@ def test_killed_worker_stops_cleanly_then_resumes(tmp_path):
     _resume_and_check(tmp_path, "local", stored)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_then_resumes(tmp_path):
     proc = _start_sweep(tmp_path, "local")
     _wait_for_points(proc, tmp_path, 3)
@@ -557,6 +560,7 @@ def test_plots_and_plot_sweep_command(serial_sweep, tmp_path):
 # ---------------------------------------------------------------- Ray (last: it leaves threads behind)
 
 
+@pytest.mark.slow
 def test_ray_gives_the_identical_table(serial_sweep, tmp_path):
     pytest.importorskip("ray")
     import ray

@@ -16,7 +16,7 @@ from itertools import chain
 import numpy as np
 import pandas as pd
 
-from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.engine.environment import ReferenceEnvironment, SimEnvironment, kernel_choice
 from rlsim.sim.engine.gc_tuning import fewer_collections
 from rlsim.sim.results.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
 from rlsim.sim.results.metrics import summarize
@@ -79,18 +79,23 @@ def _resolved(scenario: Scenario) -> Scenario:
 
 
 def simulate(
-    scenario: Scenario, seed: int | None = None, progress: Callable[[int, int], None] | None = None
+    scenario: Scenario,
+    seed: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    kernel: str | None = None,
 ) -> Result:
     """Run one scenario. Same scenario and seed give identical results, bit for bit.
 
     `progress(steps_done, total_steps)` is called each time an RL step completes (for progress bars).
     Raises SimulationStalled when no step can complete (the run would never end).
+    `kernel`: "fast" (default) or "reference" (SimPy's public API only, same results; default: $RLSIM_KERNEL).
     """
     if seed is not None:
         scenario = scenario.model_copy(update={"seed": seed})
     scenario = _resolved(scenario)
     wall0 = time.perf_counter()
-    env = SimEnvironment(scenario.seed)
+    env_class = ReferenceEnvironment if kernel_choice(kernel) == "reference" else SimEnvironment
+    env = env_class(scenario.seed)
     schedule = build_schedule(scenario, env)
     total = scenario.warmup_steps + scenario.steps
     if progress is not None:

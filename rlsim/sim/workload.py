@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import cache
-from math import exp
 from statistics import NormalDist
 
 import numpy as np
 
 from rlsim.sim.csv_inputs import read_length_trace, read_lengths_csv
+from rlsim.sim.sampling import lognormal_sampler
 from rlsim.sim.scenario.schema import (
     EmpiricalLength,
     FixedLength,
@@ -85,12 +85,11 @@ def length_sampler(dist: LengthDistribution) -> Callable[[np.random.Generator], 
     kind = dist.kind  # the tag, cheaper than isinstance on pydantic classes
     if kind == "lognormal" and _plain_law(dist):
         mean, cap = stage_at(dist, 0) if dist.mean_schedule else (dist.mean, dist.max)
-        mu, sigma, low = float(_plain_mu(mean, dist.sigma)), float(dist.sigma), dist.min
-        # np.clip(np.rint(x), min, cap): rint and round both go half-even. The draw is numpy's own
-        # lognormal (exp(mu + sigma * z), z one standard normal), bit for bit, without its argument parsing.
+        lognormal, low = lognormal_sampler(_plain_mu(mean, dist.sigma), dist.sigma), dist.min
+        # np.clip(np.rint(x), min, cap): rint and round both go half-even. The draw is numpy's own lognormal.
         # min(cap, max(low, n)) is written out: the builtins' argument parsing costs more than the comparisons.
         def draw(rng: np.random.Generator) -> int:
-            n = round(exp(mu + sigma * rng.standard_normal()))
+            n = round(lognormal(rng))
             if n < low:
                 n = low
             return n if n < cap else cap

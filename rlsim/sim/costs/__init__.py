@@ -1,78 +1,48 @@
-"""Cost models: pure functions of (model shape, hardware profile, parallelism, work) -> seconds or bytes."""
+"""Cost models: pure functions of (model shape, hardware profile, parallelism, work) -> seconds or bytes.
 
-from rlsim.sim.costs.collectives import (
-    allgather_time,
-    allreduce_time,
-    broadcast_time,
-    p2p_time,
-    ring_bandwidth_bytes_per_s,
-)
-from rlsim.sim.costs.generation import (
-    DecodeCoefficients,
-    decode_coefficients,
-    decode_step_time,
-    prefill_time,
-    serving_itl,
-    tp_allreduce_time,
-)
-from rlsim.sim.costs.memory import (
-    MemoryBreakdown,
-    engine_memory_per_gpu,
-    engine_weight_bytes_per_gpu,
-    forward_memory_per_gpu,
-    kv_capacity_tokens,
-    training_activation_bytes,
-    training_memory_per_gpu,
-)
-from rlsim.sim.costs.offload import offload_bytes_per_gpu, offload_time, onload_time, pcie_transfer_time
-from rlsim.sim.costs.training import (
-    TrainBreakdown,
-    exposed_grad_comm,
-    forward_flops,
-    forward_pass_time,
-    forward_time,
-    forward_time_breakdown,
-    grad_allreduce_time,
-    pipeline_bubble_factor,
-    train_pass_time,
-    train_time,
-    train_time_breakdown,
-    training_flops,
-)
+Re-exported lazily: importing the package loads none of these until one is used.
+"""
 
-__all__ = [
-    "DecodeCoefficients",
-    "MemoryBreakdown",
-    "TrainBreakdown",
-    "allgather_time",
-    "allreduce_time",
-    "broadcast_time",
-    "decode_coefficients",
-    "decode_step_time",
-    "engine_memory_per_gpu",
-    "engine_weight_bytes_per_gpu",
-    "exposed_grad_comm",
-    "forward_flops",
-    "forward_memory_per_gpu",
-    "forward_pass_time",
-    "forward_time",
-    "forward_time_breakdown",
-    "grad_allreduce_time",
-    "kv_capacity_tokens",
-    "offload_bytes_per_gpu",
-    "offload_time",
-    "onload_time",
-    "p2p_time",
-    "pcie_transfer_time",
-    "pipeline_bubble_factor",
-    "prefill_time",
-    "ring_bandwidth_bytes_per_s",
-    "serving_itl",
-    "tp_allreduce_time",
-    "train_pass_time",
-    "train_time",
-    "train_time_breakdown",
-    "training_activation_bytes",
-    "training_flops",
-    "training_memory_per_gpu",
-]
+from __future__ import annotations
+
+from rlsim._lazy import lazy_exports
+
+_WHERE = {
+    "DecodeCoefficients": "rlsim.sim.costs.generation",
+    "MemoryBreakdown": "rlsim.sim.costs.memory",
+    "TrainBreakdown": "rlsim.sim.costs.training",
+    "allgather_time": "rlsim.sim.costs.collectives",
+    "allreduce_time": "rlsim.sim.costs.collectives",
+    "broadcast_time": "rlsim.sim.costs.collectives",
+    "decode_coefficients": "rlsim.sim.costs.generation",
+    "decode_step_time": "rlsim.sim.costs.generation",
+    "engine_memory_per_gpu": "rlsim.sim.costs.memory",
+    "engine_weight_bytes_per_gpu": "rlsim.sim.costs.memory",
+    "exposed_grad_comm": "rlsim.sim.costs.training",
+    "forward_flops": "rlsim.sim.costs.training",
+    "forward_memory_per_gpu": "rlsim.sim.costs.memory",
+    "forward_pass_time": "rlsim.sim.costs.training",
+    "forward_time": "rlsim.sim.costs.training",
+    "forward_time_breakdown": "rlsim.sim.costs.training",
+    "grad_allreduce_time": "rlsim.sim.costs.training",
+    "kv_capacity_tokens": "rlsim.sim.costs.memory",
+    "offload_bytes_per_gpu": "rlsim.sim.costs.offload",
+    "offload_time": "rlsim.sim.costs.offload",
+    "onload_time": "rlsim.sim.costs.offload",
+    "p2p_time": "rlsim.sim.costs.collectives",
+    "pcie_transfer_time": "rlsim.sim.costs.offload",
+    "pipeline_bubble_factor": "rlsim.sim.costs.training",
+    "prefill_time": "rlsim.sim.costs.generation",
+    "ring_bandwidth_bytes_per_s": "rlsim.sim.costs.collectives",
+    "serving_itl": "rlsim.sim.costs.generation",
+    "tp_allreduce_time": "rlsim.sim.costs.generation",
+    "train_pass_time": "rlsim.sim.costs.training",
+    "train_time": "rlsim.sim.costs.training",
+    "train_time_breakdown": "rlsim.sim.costs.training",
+    "training_activation_bytes": "rlsim.sim.costs.memory",
+    "training_flops": "rlsim.sim.costs.training",
+    "training_memory_per_gpu": "rlsim.sim.costs.memory",
+}
+
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import cache
-from math import exp
 from typing import Any, Literal, overload
 
 import numpy as np
 
 from rlsim.sim.csv_inputs import read_seconds_csv
+from rlsim.sim.sampling import lognormal_sampler, uniform_sampler
 
 # Latency distributions are the scenario's (rlsim.sim.scenario.schema *Seconds models), told apart by
 # their `kind` tag: costs/ stays below the scenario package and never imports it.
@@ -71,8 +71,7 @@ def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator]
     """`sample_latency(dist, .)` with the distribution read once: for a tool drawing one per attempt.
 
     Each returned function consumes the generator exactly as `sample_latency(dist, rng)` does.
-    The uniform and lognormal laws are numpy's, bit for bit (low + (high - low) * u; exp(mu + sigma * z)),
-    written out: the scalar calls spend more time parsing arguments than drawing.
+    The uniform and lognormal laws are numpy's, bit for bit (rlsim/sim/sampling.py).
     """
     kind = dist.kind
     if kind == "fixed":
@@ -81,18 +80,9 @@ def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator]
     if kind == "uniform":
         if dist.min > dist.max:
             raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
-        low, width = float(dist.min), float(dist.max) - float(dist.min)
-        return lambda rng: low + width * rng.random()
+        return uniform_sampler(dist.min, dist.max)
     if kind == "lognormal":
-        mu, sigma = math.log(dist.median), float(dist.sigma)
-        if dist.max is None:
-            return lambda rng: exp(mu + sigma * rng.standard_normal())
-        cap = float(dist.max)
-        def capped(rng: np.random.Generator) -> float:
-            x = exp(mu + sigma * rng.standard_normal())
-            return cap if cap < x else x  # min(x, cap) without the builtin's argument parsing
-
-        return capped
+        return lognormal_sampler(math.log(dist.median), dist.sigma, dist.max)
     if kind == "empirical":
         path, column = dist.path, dist.column
         return lambda rng: float(rng.choice(_empirical_seconds(path, column)))

@@ -1,160 +1,64 @@
-"""The simulation environment: a SimPy Environment that also carries the run's shared state.
+"""The simulation environment: a SimPy kernel that also carries the run's shared state.
 
 SimPy keeps all time on the Environment; rlsim keeps the rest of a run's state there too (its one
 random generator, the GPU ledger, the run collector, the current RL step and policy version), so that two runs never
 share anything and a run is reproducible from its seed alone.
+
+Two kernels run the events, with identical results: the fast one (rlsim/sim/engine/kernel.py, SimPy's internals
+used directly) and the reference one (rlsim/sim/engine/reference.py, SimPy's public API only).
+`new_environment` picks one: its `kernel` argument, else the `RLSIM_KERNEL` environment variable, else fast.
 """
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
-from inspect import getattr_static
+import os
 
 import numpy as np
-import simpy
-from simpy.core import BoundClass, EmptySchedule, StopSimulation
-from simpy.events import NORMAL, PENDING, URGENT, EventPriority
 
+from rlsim.sim.engine.kernel import FastKernel
+from rlsim.sim.engine.reference import ReferenceKernel
 from rlsim.sim.results.collector import RunCollector
 from rlsim.sim.results.ledger import GpuLedger
 
-_new_event = object.__new__
+KERNELS = ("fast", "reference")
 
 
-class SimEnvironment(simpy.Environment):
-    # The clock as a plain attribute, kept equal to simpy's `_now` wherever that moves (`_loop`, `step`):
-    # simpy's `now` is a property, and an agentic run reads the clock ~16 times per generation turn.
-    now: float = 0.0
+class RunState:
+    """What a run shares besides the clock (mixed into a kernel: `SimEnvironment`, `ReferenceEnvironment`)."""
 
-    def __init__(self, seed: int = 0):
-        super().__init__()
-        self.now = self._now
-        # simpy binds `env.process`, `env.all_of`, ... to the instance only for names in the instance's own
-        # class dict, which for a subclass is empty: without this every `env.process(...)` builds a bound class.
-        # Not for the methods this class defines instead (`timeout`, `event`): an instance attribute of a method's
-        # name would keep every `env.timeout(...)` method lookup from being specialised by the interpreter.
-        for name, obj in vars(simpy.Environment).items():
-            if type(obj) is BoundClass and type(getattr_static(type(self), name)) is BoundClass:
-                setattr(self, name, getattr(self, name))
+    def _init_run_state(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
         self.ledger = GpuLedger()
         self.collector = RunCollector()  # what the schedule reports: step rows, samples, trajectories
         self.rl_step = 0  # RL step the schedule is working on (labels timeline rows)
         self.policy_version = 0  # version of the weights the trainer holds
         self._request_ids = 0
-        self._empty_pops = 0  # steps on an empty queue (events_processed counts them, as a step does)
-
-    def timeout(self, delay: float = 0, value=None) -> simpy.Event:
-        """What simpy's `Timeout(self, delay, value)` is (an event triggered now with `value`, in the queue at
-        the same place), built without its `__init__` and `schedule` calls: an agentic run makes ~5 per turn.
-
-        Of the one class `Event` (no `Timeout` subclass, no `_delay`), with its fields set in the order `event`
-        sets them: the event loop and simpy's process resume read `callbacks`, `_ok` and `_value` of every
-        event, and the interpreter keeps those reads specialised only while they keep meeting one class and
-        one attribute layout (2.5% of an agentic run's instructions went to the generic lookups)."""
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        event = _new_event(simpy.Event)
-        event.env = self
-        event.callbacks = []
-        event._value = value
-        event._ok = True
-        heappush(self._queue, (self.now + delay, NORMAL, next(self._eid), event))
-        return event
-
-    def event(self) -> simpy.Event:
-        """simpy's `Event(self)`, built without calling the class: a class call enters `__init__` through C and
-        a fresh interpreter frame, a method call does not (an engine makes one per request). `_value` is set
-        here (simpy leaves the class's PENDING) so that every event has the layout `timeout` gives it."""
-        event = _new_event(simpy.Event)
-        event.env = self
-        event.callbacks = []
-        event._value = PENDING
-        return event
-
-    def succeed_once(self, event: simpy.Event, value=None) -> None:
-        """`event.succeed(value)` unless the event has already been triggered: the queue entry simpy's `succeed`
-        makes, without its `triggered` property and two method calls (an engine ends ~1 request per turn)."""
-        if event._value is PENDING:
-            event._ok = True
-            event._value = value
-            heappush(self._queue, (self.now, NORMAL, next(self._eid), event))
-
-    def step(self) -> None:
-        """simpy's step (for callers stepping by hand), with the clock attribute kept in step."""
-        if self._queue:
-            self.now = self._queue[0][0]  # before the callbacks run: the time simpy's step moves to
-        super().step()
 
     def next_request_id(self) -> int:
         """Request ids: one counter per run, shared by every schedule and trajectory."""
         self._request_ids += 1
         return self._request_ids
 
-    @property
-    def events_processed(self) -> int:
-        """Events processed so far (meta.json reports how many a run took), counting a step on an empty queue.
 
-        Every event enters the queue with the next id of simpy's counter, and leaves it only to be processed.
-        """
-        return int(repr(self._eid)[len("count("):-1]) - len(self._queue) + self._empty_pops
+class SimEnvironment(FastKernel, RunState):
+    """The run's environment on the fast kernel (the default)."""
 
-    def run(self, until: float | simpy.Event | None = None):
-        """simpy's `Environment.run`, with `step` inlined into the loop.
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self._init_run_state(seed)
 
-        The loop is simpy 4's `run` + `step` line for line (same event order, same failure and
-        StopSimulation handling); what it saves is a method call and two attribute lookups per event.
-        With the clock attribute and `timeout` below, most of the fifth event-cost pass's 5.3% fewer
-        instructions per generation turn of an agentic run (README, Benchmarks). A run that ends on an
-        empty queue took one more (failed) step: counted.
-        """
-        if until is not None:
-            if not isinstance(until, simpy.Event):
-                at = until if isinstance(until, int) else float(until)
-                if at <= self._now:
-                    raise ValueError(f"until ({at}) must be greater than the current simulation time")
-                until = self.event()  # (the layout every event here has)
-                until._ok, until._value = True, None
-                self.schedule(until, URGENT, at - self._now)
-            elif until.callbacks is None:
-                return until.value  # already processed
-            until.callbacks.append(StopSimulation.callback)
-        try:
-            if type(self).step is SimEnvironment.step:
-                self._loop()
-            else:  # a subclass hooks `step` (a test checking invariants after every event): step by hand
-                while True:
-                    self.step()
-        except StopSimulation as stop:
-            return stop.args[0]  # == until.value
-        except EmptySchedule:
-            self._empty_pops += 1
-            if until is not None:
-                raise RuntimeError(
-                    f'No scheduled events left but "until" event was not triggered: {until}'
-                ) from None
-        return None
 
-    def _loop(self) -> None:
-        queue = self._queue
-        while True:
-            try:
-                self._now, _, _, event = heappop(queue)
-                self.now = self._now
-            except IndexError:
-                raise EmptySchedule from None
-            # As simpy's step: callbacks set to None first, so that a late `callbacks.append` fails loudly.
-            callbacks, event.callbacks = event.callbacks, None
-            try:
-                for callback in callbacks:
-                    callback(event)
-            except StopSimulation:
-                # Keep the callbacks not yet run with the event and process it first when the run resumes.
-                event.callbacks = callbacks[callbacks.index(callback) + 1:]
-                self.schedule(event, EventPriority(-1))
-                raise
-            if not event._ok and not hasattr(event, "_defused"):
-                # A failed event nobody handled crashes the run, with a fresh copy of its exception.
-                exc = type(event._value)(*event._value.args)
-                exc.__cause__ = event._value
-                raise exc
+class ReferenceEnvironment(ReferenceKernel, RunState):
+    """The run's environment on the reference kernel (SimPy's public API only)."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self._init_run_state(seed)
+
+
+def kernel_choice(kernel: str | None = None) -> str:
+    """`kernel`, else $RLSIM_KERNEL, else "fast"; a name that is neither kernel is an error."""
+    name = kernel or os.environ.get("RLSIM_KERNEL") or "fast"
+    if name not in KERNELS:
+        raise ValueError(f"RLSIM_KERNEL / kernel must be one of {', '.join(KERNELS)}, got {name!r}")
+    return name

@@ -1,17 +1,22 @@
-"""Scenarios: the pydantic schema, YAML loading with `--set` overrides, checks and the resolved dump."""
+"""Scenarios: the pydantic schema, YAML loading with `--set` overrides, checks and the resolved dump.
 
-from rlsim.sim.scenario.checks import check_scenario
-from rlsim.sim.scenario.errors import Problem, ScenarioError
-from rlsim.sim.scenario.loader import apply_overrides, dump_scenario, load_scenario, parse_scenario
-from rlsim.sim.scenario.schema import Scenario
+Re-exported lazily: importing the package loads none of these until one is used.
+"""
 
-__all__ = [
-    "Problem",
-    "Scenario",
-    "ScenarioError",
-    "apply_overrides",
-    "check_scenario",
-    "dump_scenario",
-    "load_scenario",
-    "parse_scenario",
-]
+from __future__ import annotations
+
+from rlsim._lazy import lazy_exports
+
+_WHERE = {
+    "Problem": "rlsim.sim.scenario.errors",
+    "Scenario": "rlsim.sim.scenario.schema",
+    "ScenarioError": "rlsim.sim.scenario.errors",
+    "apply_overrides": "rlsim.sim.scenario.loader",
+    "check_scenario": "rlsim.sim.scenario.checks",
+    "dump_scenario": "rlsim.sim.scenario.loader",
+    "load_scenario": "rlsim.sim.scenario.loader",
+    "parse_scenario": "rlsim.sim.scenario.loader",
+}
+
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -228,16 +228,30 @@ class RLSchedule(Schedule):
         prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
         turns = sample_lengths(agent.turns, len(prompt), env.rng)
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
-        trajs, procs = [], []
+        trajs, procs, last = [], [], {}  # last: trajectory id -> the request its latest turn ran as
+
+        def track(req: Request, t: Trajectory) -> None:
+            last[t.tid] = req
+
         for i in range(len(prompt)):
             t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
             trajs.append(t)
             engine = self.engines[where[i]]
-            procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t)))
+            procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t, on_request=track)))
         yield env.all_of(procs)
         self.trajectories.extend(trajs)
         done = [t for t in trajs if t.outcome == "completed"]
         self.last_batch = []
+        for t in trajs:  # one sample per trajectory, under the id of its last turn's request
+            req = last.get(t.tid)
+            if req is None:
+                continue  # it ended before its first turn: no sample
+            self.collector.sample_started(req.rid, env.rl_step, t.prompt_tokens, t.started_s)
+            if t.outcome == "completed":
+                self.collector.sample_finished(req.rid, req, t.sequence_tokens - t.prompt_tokens, t.version_tokens)
+                self.last_batch.append(req)
+            else:
+                self.collector.sample_discarded(req.rid, f"{t.outcome}: {t.reason}")
         prompt = np.array([t.prompt_tokens for t in done], dtype=np.int64)
         rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
         return prompt, rest

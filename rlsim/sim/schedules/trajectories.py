@@ -9,7 +9,6 @@ not wait on them unless the schedule makes them.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -17,6 +16,7 @@ from functools import cache
 import numpy as np
 
 from rlsim.sim.engine.request import Request
+from rlsim.sim.sampling import weighted_index_sampler
 from rlsim.sim.workload import length_sampler
 
 OUTCOMES = ("completed", "failed", "aborted", "dropped")
@@ -60,16 +60,13 @@ def pick_tool(tool_mix: dict[str, float], rng: np.random.Generator) -> str:
 
 def tool_picker(tool_mix: dict[str, float]) -> Callable[[np.random.Generator], str]:
     """`pick_tool(tool_mix, .)` with the mix read once: for a trajectory picking a tool after every turn."""
-    names, cdf = _tool_table(tuple(sorted(tool_mix.items())))
-    return lambda rng: names[bisect_right(cdf, rng.random())]
+    names, index = _tool_table(tuple(sorted(tool_mix.items())))
+    return lambda rng: names[index(rng)]
 
 
 @cache
-def _tool_table(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], tuple[float, ...]]:
-    weights = np.array([w for _, w in mix], dtype=float)
-    cdf = (weights / weights.sum()).cumsum()
-    cdf /= cdf[-1]
-    return tuple(n for n, _ in mix), tuple(cdf.tolist())
+def _tool_table(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], Callable[[np.random.Generator], int]]:
+    return tuple(n for n, _ in mix), weighted_index_sampler([w for _, w in mix])
 
 
 def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None):

@@ -209,8 +209,7 @@ class _Simulator:
         return block
 
     def run(self, factors: dict[str, float]):
-        from rlsim.sim.scenario.loader import parse_scenario
-        from rlsim.sim.simulate import simulate
+        from rlsim.sim.api import parse_scenario, simulate
 
         key = tuple(sorted((k, round(v, 12)) for k, v in factors.items()))
         if key not in self.cache:
@@ -248,7 +247,7 @@ def fit_log(
     data: dict, source: str, base_dir: Path | None, logged: LoggedRun, overrides: list[str], max_sims: int = 60,
 ) -> LogFit:
     """Fit the factors the log informs; `data` is the scenario mapping, `overrides` its --set list."""
-    from rlsim.sim.scenario.loader import parse_scenario
+    from rlsim.sim.api import parse_scenario
 
     notes: list[str] = []
     phases = logged.phase_means()

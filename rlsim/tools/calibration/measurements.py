@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rlsim.sim.api import HardwareProfile, ModelShape, resolve_preset
 from rlsim.sim.costs.generation import decode_step_time, prefill_time, serving_itl
 from rlsim.sim.costs.training import train_pass_time
-from rlsim.sim.hardware import HardwareProfile
-from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
 KINDS = ("decode_step", "serving_itl", "prefill", "train")
 COLUMNS = (

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlsim.sim.hardware import HardwareProfile
+from rlsim.sim.api import HardwareProfile
 from rlsim.tools.calibration.measurements import Measurement, predict
 
 FITTABLE = (

@@ -52,7 +52,7 @@ def calibrate(
         fail(["calibrate: give MEASUREMENTS.csv and --profile, or --from-log LOG --scenario SCENARIO"])
     from pydantic import ValidationError
 
-    from rlsim.sim.hardware import load_profile
+    from rlsim.sim.api import load_profile
     from rlsim.tools import calibration as cal
     from rlsim.tools.cli.progress import item_bar
 
@@ -85,8 +85,7 @@ def calibrate(
 def _from_log(log: Path, fmt: str | None, scenario: str, overrides: list[str] | None, out: Path | None,
               sim_steps: int) -> None:
     """`rlsim calibrate --from-log`: read the log, fit the scenario, print the table, write the overlay."""
-    from rlsim.sim.scenario.errors import ScenarioError
-    from rlsim.sim.scenario.loader import read_yaml
+    from rlsim.sim.api import ScenarioError, read_yaml
     from rlsim.tools.calibration.log_fit import fit_log
     from rlsim.tools.calibration.log_report import format_fit, overlay_block, write_overlay
     from rlsim.tools.calibration.logs import LogError, read_log

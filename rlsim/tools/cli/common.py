@@ -14,8 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError, shipped_dir
 
 console = Console()
 err = Console(stderr=True)
@@ -75,14 +74,14 @@ def resolve_scenario_path(name: str) -> Path:
 
 def load(scenario: str, overrides: list[str] | None):
     """The loaded scenario, or exit 2 with one line per problem; asynchronous schedules warm up to steady state."""
-    from rlsim.sim.scenario.loader import load_scenario
+    from rlsim.sim.api import load_scenario
     from rlsim.tools.sweep.steady_state import steady_scenario
 
     try:
         scn = load_scenario(resolve_scenario_path(scenario), overrides or [])
     except ScenarioError as exc:
         fail(exc.lines())
-    from rlsim.sim.scenario.sanity import sanity_warnings
+    from rlsim.sim.api import sanity_warnings
 
     for line in sanity_warnings(scn):  # valid, but an implausible magnitude: say so, run anyway
         err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)

@@ -9,7 +9,7 @@ def profiles() -> None:
     """List the shipped hardware profiles."""
     from rich.table import Table
 
-    from rlsim.sim.hardware import available_profiles, load_profile
+    from rlsim.sim.api import available_profiles, load_profile
 
     table = Table(title="hardware profiles")
     table.add_column("name", no_wrap=True)
@@ -29,7 +29,7 @@ def presets() -> None:
     """List the model presets with their parameter counts."""
     from rich.table import Table
 
-    from rlsim.sim.model_shapes import ModelShape, preset_names, resolve_preset
+    from rlsim.sim.api import ModelShape, preset_names, resolve_preset
 
     table = Table(title="model presets")
     table.add_column("name", no_wrap=True)
@@ -49,7 +49,7 @@ def scenarios() -> None:
     from rich import box
     from rich.table import Table
 
-    from rlsim.sim.paths import shipped_dir
+    from rlsim.sim.api import shipped_dir
     from rlsim.tools.cli.common import shipped_scenarios
 
     root = shipped_dir("scenarios")

@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 from rlsim.tools.cli.common import BackendName, QuietOption, SetOption, console, err, fail, resolve_scenario_path
 
 
@@ -117,6 +115,9 @@ def _status_counts(result) -> str:
 
 
 def _print_recommendations(recs) -> None:
+    from rich import box
+    from rich.table import Table
+
     table = Table(title="rlsim plan: recommendations", box=box.SIMPLE_HEAD)
     for col in ("#", "candidate", "tokens/s", "$/M tokens", "staleness", "idle"):
         table.add_column(col, justify="left" if col == "candidate" else "right")
@@ -135,8 +136,7 @@ def _print_recommendations(recs) -> None:
 def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None, out: Path | None,
           overrides: tuple[str, ...], backend: str, workers: int | None, seed: int | None, quiet: bool) -> None:
     """`--target`: per GPU type, the smallest cluster and its cheapest layout reaching the target."""
-    from rlsim.sim.hardware import available_profiles
-    from rlsim.sim.scenario.loader import load_scenario
+    from rlsim.sim.api import available_profiles, load_scenario
     from rlsim.tools.cli.progress import item_bar
     from rlsim.tools.plan import load_space
     from rlsim.tools.plan.sizing import parse_gpu, parse_target, size_cluster
@@ -177,6 +177,9 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
 
 def _print_sizing(sizings, tgt) -> None:
     """The answer per GPU type and its runner-up layouts, in one table no wider than 80 columns."""
+    from rich import box
+    from rich.table import Table
+
     from rlsim.tools.plan.sizing_report import text_rows
 
     table = Table(title=f"smallest cluster for {tgt.text}", box=box.SIMPLE_HEAD, width=min(80, console.width),

@@ -126,8 +126,7 @@ class LazyBar:
 def simulate_with_progress(scenario, seed: int | None = None, bar: LazyBar | None = None, label: str | None = None):
     """`simulate()` reporting RL steps to `bar` (no bar: no progress). A run that stops making progress
     ends the command with its one-line reason (exit 1), never a traceback."""
-    from rlsim.sim.scenario.errors import ScenarioError
-    from rlsim.sim.simulate import SimulationStalled, simulate
+    from rlsim.sim.api import ScenarioError, SimulationStalled, simulate
     from rlsim.tools.cli.common import fail
 
     try:

@@ -29,7 +29,7 @@ def print_summary(result, title: str | None = None, stats=None) -> None:
 
 def check_run_dir(out_dir: Path, scn, force: bool) -> None:
     """Refuse to overwrite a results folder that holds a different run (other scenario, --set or seed)."""
-    from rlsim.sim.scenario.loader import dump_scenario
+    from rlsim.sim.api import dump_scenario
 
     existing = out_dir / "scenario.resolved.yaml"
     if force or not existing.is_file():
@@ -122,7 +122,7 @@ def validate(scenario: ScenarioArg, set_: SetOption = None) -> None:
 
 def schema() -> None:
     """Print the scenario JSON schema (for editor completion and validation)."""
-    from rlsim.sim.scenario.schema import Scenario
+    from rlsim.sim.api import Scenario
 
     sys.stdout.write(json.dumps(Scenario.model_json_schema(), indent=2) + "\n")
 

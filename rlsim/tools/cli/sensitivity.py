@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 from rlsim.tools.cli.common import QuietOption, ScenarioArg, SetOption, console, err, fail, resolve_scenario_path
 
 

@@ -13,17 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich import box
-from rich.progress import Progress
-from rich.table import Table
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 from rlsim.tools.cli.common import BackendName, QuietOption, console, err, fail, resolve_scenario_path
-from rlsim.tools.cli.progress import bar_columns, wants_progress
 from rlsim.tools.cli.reproduce import FigureFormat
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (rich's tables and bars are imported where used: `rlsim --help` stays fast)
     import pandas as pd
+    from rich.table import Table
 
 SUMMARY_COLUMNS = {  # headline metrics of the end-of-sweep table, with short headers (units in the cells)
     "step_time_s": "step\ntime",
@@ -45,6 +42,10 @@ class RichProgress:
     """The sweep's progress bar (on stderr): points done of those left to run, failures, ETA."""
 
     def __init__(self, enabled: bool = True):
+        from rich.progress import Progress
+
+        from rlsim.tools.cli.progress import bar_columns
+
         self.failed = 0
         self._bar = Progress(*bar_columns("failed"), console=err, disable=not enabled)
         self._task = None
@@ -79,6 +80,9 @@ def _short_names(columns: list[str]) -> list[str]:
 
 def results_table(df: pd.DataFrame, params: list[str], title: str) -> Table:
     """One row per combination (seeds averaged): the swept keys and the headline metrics; failures last."""
+    from rich import box
+    from rich.table import Table
+
     from rlsim.tools.report.formats import show
     from rlsim.tools.sweep.plot import mean_over_seeds
     from rlsim.tools.sweep.store import param_column
@@ -157,6 +161,8 @@ def sweep(
         f"sweep {plan.name}: {len(plan.points)} points, backend {backend.value}{where} -> {out_dir}/",
         highlight=False,
     )
+    from rlsim.tools.cli.progress import wants_progress
+
     bar = RichProgress(enabled=progress and wants_progress(quiet))
     try:
         outcome = run_sweep(plan, out_dir, backend.value, workers, ray_address, progress=bar)
@@ -234,6 +240,8 @@ def plot_sweep(
         data = mean_over_seeds(df)
         fig = plot_pareto(data, x, y, maximize=maximize, hue=hue)
         front = pareto_front(data, x, y, maximize=maximize)
+        from rich.table import Table
+
         table = Table(title=f"Pareto front ({len(front)} of {len(data)})")
         cols = [c for c in (*df.attrs.get("params", []), x, y) if c in front.columns]
         cols = list(dict.fromkeys(cols))

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 
 
 class Framework(StrEnum):

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlsim.sim.scenario.errors import Problem, ScenarioError
+from rlsim.sim.api import Problem, ScenarioError
 
 _ABSENT = object()
 

@@ -14,9 +14,7 @@ from typing import Any
 
 import yaml
 
-from rlsim.sim.scenario.errors import ScenarioError
-from rlsim.sim.scenario.loader import apply_overrides, parse_scenario
-from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.api import Scenario, ScenarioError, apply_overrides, parse_scenario
 from rlsim.tools.importers.common import ImportProblem, Ledger, compress, show
 from rlsim.tools.importers.vocabulary import VERSIONS
 

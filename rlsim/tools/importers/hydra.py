@@ -254,9 +254,9 @@ class Resolver:
             if isinstance(value, (dict, list)):
                 self._walk(value, here)
             elif isinstance(value, str) and "${" in value:
-                node[key] = self._value(here)
+                node[key] = self._value_at(here)
 
-    def _value(self, loc: tuple[str, ...]) -> Any:
+    def _value_at(self, loc: tuple[str, ...]) -> Any:
         found, value = _lookup(self.root, loc)
         if not (isinstance(value, str) and "${" in value):
             return value
@@ -300,14 +300,14 @@ class Resolver:
                 return os.environ.get(path.strip(), fallback)
             loc = self._path(path.strip(), parent)
             found, _ = _lookup(self.root, loc)
-            return self._value(loc) if found else fallback
+            return self._value_at(loc) if found else fallback
         if re.fullmatch(r"[\w.\-]+", expr) is None:
             raise ImportProblem(self.source, where, f"cannot resolve interpolation ${{{expr}}}")
         loc = self._path(expr, parent)
         found, _ = _lookup(self.root, loc)
         if not found:
             raise ImportProblem(self.source, where, f"interpolation ${{{expr}}}: no key {'.'.join(loc)!r}")
-        return self._value(loc)
+        return self._value_at(loc)
 
     @staticmethod
     def _path(path: str, parent: tuple[str, ...]) -> tuple[str, ...]:

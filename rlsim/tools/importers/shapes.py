@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rlsim.sim.model_shapes import preset_names
+from rlsim.sim.api import preset_names
 from rlsim.sim.yaml_input import YamlInputError, read_text_bounded
 from rlsim.tools.importers.common import ImportProblem, Ledger
 

@@ -33,7 +33,7 @@ def make_plan(scenario: str | Path, space: Space, out: Path, objective: Objectiv
     """Plan around the scenario file: every problem of the inputs raises ScenarioError before anything runs."""
     import time
 
-    from rlsim.sim.scenario.loader import apply_overrides, load_scenario, read_yaml
+    from rlsim.sim.api import apply_overrides, load_scenario, read_yaml
     from rlsim.tools.plan.report import write_plan
 
     path = Path(scenario)

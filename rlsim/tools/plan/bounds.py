@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlsim.sim.api import Scenario
 from rlsim.sim.costs.generation import decode_step_time
 from rlsim.sim.costs.training import training_flops
-from rlsim.sim.scenario.schema import Scenario
 from rlsim.sim.workload import sample_lengths
 
 _SAMPLE = 4096

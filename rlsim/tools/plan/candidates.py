@@ -15,10 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlsim.sim.hardware import load_profile
-from rlsim.sim.scenario.errors import ScenarioError
-from rlsim.sim.scenario.loader import parse_scenario
-from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.api import Scenario, ScenarioError, load_profile, parse_scenario
 from rlsim.tools.plan.layouts import (
     MODEL_ROLES,
     Layout,

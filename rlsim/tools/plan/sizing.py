@@ -247,7 +247,7 @@ def size_cluster(scenario: Path, target: Target, gpus: list[tuple[str, int]], sp
                  overrides: tuple[str, ...] = (), backend: str = "serial", workers: int | None = None,
                  seed: int | None = None, progress: Progress | None = None) -> list[Sizing]:
     """Per GPU type, the smallest cluster and the cheapest layout on it reaching `target`."""
-    from rlsim.sim.scenario.loader import apply_overrides, load_scenario, read_yaml
+    from rlsim.sim.api import apply_overrides, load_scenario, read_yaml
 
     base_scn = load_scenario(scenario, overrides)  # the scenario itself must be valid
     base = apply_overrides(read_yaml(scenario), overrides, str(scenario))

@@ -11,8 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlsim.sim.scenario.errors import Problem, ScenarioError
-from rlsim.sim.scenario.loader import read_yaml, validation_problems
+from rlsim.sim.api import Problem, ScenarioError, read_yaml, validation_problems
 from rlsim.sim.scenario.schema import RoleName, Strict
 from rlsim.sim.scenario.schema.schedule import PLACEMENT_ALIASES, SCHEDULE_ALIASES, canonical_name
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from rlsim import __version__
-from rlsim.sim.scenario.loader import dump_scenario
+from rlsim.sim.api import dump_scenario
 from rlsim.tools.report.formats import show
 from rlsim.tools.report.uncertainty import flat_metrics
 
 if TYPE_CHECKING:
-    from rlsim.sim.simulate import Result
+    from rlsim.sim.api import Result
 
 CONTRACT_FILES = ["scenario.resolved.yaml", "summary.json", "steps.csv", "timeline.csv", "trace.json"]
 
@@ -162,8 +162,7 @@ def load_run(folder: Path):
     )
     scenario_path = folder / "scenario.resolved.yaml"
     if scenario_path.is_file():
-        from rlsim.sim.scenario.errors import ScenarioError
-        from rlsim.sim.scenario.loader import load_scenario
+        from rlsim.sim.api import ScenarioError, load_scenario
 
         try:
             scn = load_scenario(scenario_path)

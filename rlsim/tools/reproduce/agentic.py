@@ -17,9 +17,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.loader import parse_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import parse_scenario, shipped_dir, simulate
 from rlsim.tools.report.style import legend_outside, save_figure
 
 LATENCIES = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.loader import load_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import load_scenario, shipped_dir, simulate
 from rlsim.tools.report.style import save_figure
 
 ETAS = (0, 1, 2, 4, 8, 16, None)

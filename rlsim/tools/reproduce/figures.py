@@ -11,10 +11,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.errors import ScenarioError
-from rlsim.sim.scenario.loader import parse_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import ScenarioError, parse_scenario, shipped_dir, simulate
 from rlsim.tools.report.style import legend_outside, save_figure
 
 

@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.loader import load_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import load_scenario, shipped_dir, simulate
 from rlsim.tools.report.style import save_figure
 
 # AReaL blog v0.3 figure, read from the plot (+-5%): k tokens/s per GPU at 8/16/32/64/128 GPUs.

@@ -15,10 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.errors import ScenarioError
-from rlsim.sim.scenario.loader import parse_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import ScenarioError, parse_scenario, shipped_dir, simulate
 from rlsim.tools.report.style import save_figure
 
 MODELS = ("7b", "13b", "34b", "70b")

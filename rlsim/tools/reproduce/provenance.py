@@ -129,7 +129,7 @@ def constants_fitted_to(source: str) -> list[FittedConstant]:
 
 def constant_exists(c: FittedConstant) -> bool:
     """Whether `c` names a real constant: a dotted key of a YAML file, an engine kind's field, or a function."""
-    from rlsim.sim.paths import shipped_dir
+    from rlsim.sim.api import shipped_dir
 
     if c.where.endswith(".yaml"):
         import yaml

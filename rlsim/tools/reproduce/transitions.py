@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from rlsim.sim.api import ModelShape, load_profile, resolve_preset
 from rlsim.sim.costs.resharding import (
     reshard_bytes_per_gpu,
     reshard_redundant_bytes_per_gpu,
     reshard_time,
     weight_broadcast_time,
 )
-from rlsim.sim.hardware import load_profile
-from rlsim.sim.model_shapes import ModelShape, resolve_preset
 from rlsim.tools.report.style import legend_outside, save_figure
 
 MODELS = {"7b": 2, "13b": 4, "34b": 8, "70b": 8}  # model -> generation TP (HybridFlow-style choice)

@@ -20,10 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlsim.sim.hardware import load_profile
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.loader import load_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import load_profile, load_scenario, shipped_dir, simulate
 from rlsim.tools.calibration.measurements import predict, read_measurements
 from rlsim.tools.reproduce.provenance import is_predicted
 
@@ -101,8 +98,8 @@ def decode_shape_rows() -> list[dict]:
     The smooth-roofline form was chosen on Vidur's A100 profile (fitted); Frontier's H800 profile
     was not looked at when choosing it (predicted).
     """
+    from rlsim.sim.api import ModelShape, resolve_preset
     from rlsim.sim.costs.generation import linear_layers_time
-    from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
     rows = []
     a100, h800 = load_profile("a100-80gb"), load_profile("h800")
@@ -128,9 +125,9 @@ def decode_shape_rows() -> list[dict]:
 
 def small_batch_decode_rows() -> list[dict]:
     """Small-batch decode step times (SGLang PR #1401, SGLang on A30, Lambda Labs vLLM): engine kinds' sources."""
+    from rlsim.sim.api import ModelShape, resolve_preset
     from rlsim.sim.costs.engine_kinds import engine_overheads
     from rlsim.sim.costs.generation import decode_step_time
-    from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
     h100, a30 = load_profile("h100-sxm"), load_profile("a30")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))

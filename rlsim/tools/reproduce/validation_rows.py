@@ -7,10 +7,7 @@ publication key (rlsim/tools/reproduce/provenance.py): whether it is predicted i
 
 from __future__ import annotations
 
-from rlsim.sim.hardware import load_profile
-from rlsim.sim.paths import shipped_dir
-from rlsim.sim.scenario.loader import load_scenario
-from rlsim.sim.simulate import simulate
+from rlsim.sim.api import load_profile, load_scenario, shipped_dir, simulate
 
 # Published step breakdowns, seconds (docs/sources.md §9, "Reported step breakdowns").
 VERL_7203 = {"timing_s/gen": 29.0, "timing_s/old_log_prob": 84.0, "timing_s/ref": 82.0,
@@ -52,9 +49,9 @@ def sglang_blog_row() -> dict:
     Assumed (the blog's setup is not in docs/sources.md): decode-bound offline serving at 256 running
     sequences (SGLang's usual cap) with a mean context of 1,000 tokens; output tokens per second.
     """
+    from rlsim.sim.api import ModelShape, resolve_preset
     from rlsim.sim.costs.engine_kinds import engine_overheads
     from rlsim.sim.costs.generation import decode_step_time
-    from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
     a100 = load_profile("a100-80gb")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))
@@ -93,8 +90,8 @@ def verl_pr116_rows() -> list[dict]:
     The same-process column is not a row: rlsim models an in-process sync only as the colocated
     reshard plus the fixed switch cost (fitted to verl's 450 ms), so there is nothing to predict it with.
     """
+    from rlsim.sim.api import ModelShape, resolve_preset
     from rlsim.sim.costs.resharding import weight_broadcast_time
-    from rlsim.sim.model_shapes import ModelShape, resolve_preset
 
     hw = load_profile("l40s")
     shapes = {"Qwen2.5-3B": ModelShape(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936,

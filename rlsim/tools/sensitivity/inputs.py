@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
-from rlsim.sim.scenario.errors import Problem, ScenarioError
+from rlsim.sim.api import Problem, ScenarioError
 from rlsim.sim.scenario.schema import PoolSpec, Scenario, profile_override_fields
 
 DEFAULT_PCT = 20.0
@@ -202,7 +202,7 @@ def lookup(scn: Scenario, key: str) -> tuple[Any, dict[str, float]]:
     for i, part in enumerate(parts):
         rest = parts[i + 1:]
         if isinstance(node, PoolSpec) and part == "profile_overrides" and len(rest) == 1:
-            from rlsim.sim.hardware import HardwareProfile
+            from rlsim.sim.api import HardwareProfile
 
             field = rest[0]
             if field not in profile_override_fields():

@@ -11,9 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlsim.sim.scenario.errors import Problem, ScenarioError
-from rlsim.sim.scenario.loader import parse_scenario, read_yaml
-from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.api import Problem, Scenario, ScenarioError, parse_scenario, read_yaml
 from rlsim.tools.sensitivity.inputs import (
     DEFAULT_PCT,
     METRICS,

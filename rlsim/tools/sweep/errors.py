@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 
 
 class SweepError(ScenarioError):

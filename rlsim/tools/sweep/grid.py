@@ -27,9 +27,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlsim.sim.scenario.errors import Problem, ScenarioError
-from rlsim.sim.scenario.loader import parse_scenario, read_yaml
-from rlsim.sim.suggest import did_you_mean
+from rlsim.sim.api import Problem, ScenarioError, did_you_mean, parse_scenario, read_yaml
 from rlsim.tools.sweep.errors import SweepError
 
 SWEEP_FILE_KEYS = ("scenario", "grid", "zip", "seeds", "set")
@@ -204,7 +202,7 @@ def read_sweep_file(path: Path, data: Mapping[str, Any]) -> SweepSpec:
 
 def _scenario_path(sweep_file: Path, scenario: str) -> Path:
     """Relative to the sweep file; else the name of a shipped scenario (`quickstart`)."""
-    from rlsim.sim.paths import shipped_dir
+    from rlsim.sim.api import shipped_dir
 
     path = Path(scenario).expanduser()
     if path.is_absolute():

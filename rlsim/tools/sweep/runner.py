@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.api import ScenarioError
 from rlsim.tools.sweep.grid import SweepError, SweepPlan
 from rlsim.tools.sweep.store import ResultStore, pid_alive
 
@@ -67,8 +67,7 @@ def _plain(value: Any) -> Any:
 
 def run_point(task: PointTask) -> dict:
     """Validate and simulate one point; return its record (summary or error, steps, overrides, seed)."""
-    from rlsim.sim.scenario.loader import parse_scenario
-    from rlsim.sim.simulate import simulate
+    from rlsim.sim.api import parse_scenario, simulate
 
     start = time.perf_counter()
     record: dict[str, Any] = {

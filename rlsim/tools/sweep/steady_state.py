@@ -85,8 +85,7 @@ def steady_overrides(base: dict, overrides: tuple[str, ...],
                      source: str = "<sweep>") -> tuple[tuple[str, ...], str, int]:
     """A sweep point's overrides plus `warmup_steps=N` for steady state (or a warning if the point sets it
     shorter), and the steps it needs; unchanged for synchronous schedules and points the overrides cannot build."""
-    from rlsim.sim.scenario.errors import ScenarioError
-    from rlsim.sim.scenario.loader import apply_overrides
+    from rlsim.sim.api import ScenarioError, apply_overrides
 
     try:
         data = apply_overrides(base, overrides, source)
