@@ -5,8 +5,9 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
 
 - Scenarios: `load_scenario(path, overrides)`, `parse_scenario`, `read_yaml`, `apply_overrides`,
   `dump_scenario`, `validation_problems`, `sanity_warnings` (valid but implausible values), the `Scenario`
-  model; bad input raises `ScenarioError`; `did_you_mean` for a misspelt key or value
-  (a list of `Problem`: file, dotted path, what is wrong).
+  model; bad input raises `ScenarioError` (a list of `Problem`: file, dotted path, what is wrong);
+  `did_you_mean` / `closest` for a misspelt key or value, `model_problems` (a pydantic error as
+  problems), `MAX_CSV_BYTES` (the bound on a read).
 - Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
   `HardwareProfile`, `resolve_preset`, `preset_names`, `ModelShape`.
@@ -28,6 +29,9 @@ _WHERE = {
     "ScenarioError": "rlsim.sim.scenario.errors",
     "Problem": "rlsim.sim.scenario.errors",
     "did_you_mean": "rlsim.sim.suggest",
+    "closest": "rlsim.sim.suggest",
+    "model_problems": "rlsim.sim.scenario.messages",
+    "MAX_CSV_BYTES": "rlsim.sim.limits",
     "simulate": "rlsim.sim.simulate",
     "Result": "rlsim.sim.simulate",
     "SimulationStalled": "rlsim.sim.simulate",
