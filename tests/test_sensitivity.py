@@ -57,7 +57,7 @@ def test_profile_override_round_trips_through_the_resolved_dump():
         (f"{OVR}.name=3", f"{OVR}.name: not a hardware profile number; known:"),
         (f"{OVR}.sources=3", f"{OVR}.sources: not a hardware profile number; known:"),
         (f"{OVR}.train_mfu=1.5", f"{OVR}.train_mfu: must be <= 1, got 1.5"),
-        (f"{OVR}.decode_eta_mem=0", f"{OVR}.decode_eta_mem: must be > 0, got 0"),
+        (f"{OVR}.decode_eta_mem=0", f"{OVR}.decode_eta_mem: must be >= 0.001, got 0.0"),
         (f"{OVR}.collective_latency_us=-1", f"{OVR}.collective_latency_us: must be >= 0, got -1"),
         (f"{OVR}.train_mfu=fast", f"{OVR}.train_mfu: expected a number, got 'fast'"),
         (f"{OVR}.price_usd_per_gpu_hour=2", "use price_usd_per_gpu_hour"),

@@ -22,7 +22,11 @@ OUTSIDE_DOCS = ("REFERENCE" + ".md", "DESIGN" + ".md")
 CITATION = re.compile(r"docs/sources\.md,?\s+(§\s?\d+(?:\s*(?:,|and|or|/|-|–)\s*§\s?\d+)*)")
 SECTION_NUMBER = re.compile(r"§\s?(\d+)")
 HEADING = re.compile(r"^## §(\d+)\b", re.MULTILINE)
-PROFILE_SOURCE = re.compile(r"docs/sources\.md|datasheet|assumed|calibrated", re.IGNORECASE)
+# In-repo measured operators count: a value fitted to hardware_profiles/operators/ (the fit re-derives it).
+PROFILE_SOURCE = re.compile(
+    r"docs/sources\.md|docs/operators\.md|hardware_profiles/operators/|datasheet|assumed|calibrated",
+    re.IGNORECASE,
+)
 
 
 def _repo_files() -> list[str]:
@@ -67,7 +71,7 @@ def texts() -> dict[str, str]:
 
 def test_sources_document_has_every_section():
     text = SOURCES.read_text(encoding="utf-8")
-    assert [int(n) for n in HEADING.findall(text)] == list(range(1, 14))
+    assert [int(n) for n in HEADING.findall(text)] == list(range(1, 15))
     assert "## How to cite" in text
     assert "## Design notes" in text
 

@@ -51,6 +51,9 @@ def test_run_warms_up_by_default_and_warns_on_a_short_explicit_warmup():
 
 def test_cli_run_says_it_warmed_up(tmp_path):
     res = CliRunner().invoke(app, ["run", str(AREAL), "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
-                                   "--out", str(tmp_path / "r"), "-q"])
+                                   "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     assert "warming up 6 steps" in res.output and "(+6 warm-up)" in res.output
+    quiet = CliRunner().invoke(app, ["run", str(AREAL), "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
+                                     "--out", str(tmp_path / "r"), "-q"])
+    assert quiet.exit_code == 0 and "warming up" not in quiet.output and "(+6 warm-up)" in quiet.output

@@ -234,12 +234,17 @@ class MonitoredEnvironment(SimEnvironment):
             self.checks += 1
 
 
+def _setting(low: float, high: float):
+    """A scenario setting: 0, or at least 1e-12 (smaller non-zero values are refused as typos)."""
+    return st.floats(low, high).map(lambda v: 0.0 if abs(v) < 1e-12 else v)
+
+
 latencies = st.one_of(
-    st.builds(lambda v: _fixed(v), st.floats(0.0, 5.0)),
-    st.builds(lambda a, w: UniformSeconds(kind="uniform", min=a, max=a + w), st.floats(0, 3), st.floats(0, 3)),
+    st.builds(lambda v: _fixed(v), _setting(0.0, 5.0)),
+    st.builds(lambda a, w: UniformSeconds(kind="uniform", min=a, max=a + w), _setting(0, 3), _setting(0, 3)),
     st.builds(
         lambda m, s, cap: LognormalSeconds(kind="lognormal", median=m, sigma=s, max=cap),
-        st.floats(0.1, 5.0), st.floats(0.0, 1.5), st.one_of(st.none(), st.floats(1.0, 20.0)),
+        st.floats(0.1, 5.0), _setting(0.0, 1.5), st.one_of(st.none(), st.floats(1.0, 20.0)),
     ),
 )
 tool_specs = st.builds(
@@ -250,8 +255,8 @@ tool_specs = st.builds(
     latencies,
     st.one_of(st.none(), st.floats(0.5, 6.0)),
     st.integers(1, 4),
-    st.lists(st.floats(0.0, 3.0), max_size=3),
-    st.one_of(st.just(0.0), st.just(1.0), st.floats(0.0, 1.0)),
+    st.lists(_setting(0.0, 3.0), max_size=3),
+    st.one_of(st.just(0.0), st.just(1.0), _setting(0.0, 1.0)),
 )
 scenarios = st.tuples(
     st.integers(1, 4),  # concurrency

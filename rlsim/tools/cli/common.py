@@ -72,8 +72,9 @@ def resolve_scenario_path(name: str) -> Path:
     return matches[0] if matches else path  # the loader reports a missing file
 
 
-def load(scenario: str, overrides: list[str] | None):
-    """The loaded scenario, or exit 2 with one line per problem; asynchronous schedules warm up to steady state."""
+def load(scenario: str, overrides: list[str] | None, quiet: bool = False):
+    """The loaded scenario, or exit 2 with one line per problem; asynchronous schedules warm up to steady state
+    (a note says so, except under --quiet; warnings always show)."""
     from rlsim.sim.api import load_scenario
     from rlsim.tools.sweep.steady_state import steady_scenario
 
@@ -86,7 +87,7 @@ def load(scenario: str, overrides: list[str] | None):
     for line in sanity_warnings(scn):  # valid, but an implausible magnitude: say so, run anyway
         err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     scn, note = steady_scenario(scn, overrides)  # asynchronous runs measure steady state by default
-    if note:
+    if note and not quiet:
         err.print(note, markup=False, highlight=False, soft_wrap=True)
     return scn
 

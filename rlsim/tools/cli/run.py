@@ -70,7 +70,7 @@ def run(
         fail([f"--seeds: expected an integer >= 1, got {seeds}"])
     if seed is not None and not 0 <= seed < 2**63:
         fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
-    scn = load(scenario, set_)
+    scn = load(scenario, set_, quiet=quiet)
     if seed is not None:
         scn = scn.model_copy(update={"seed": seed})
     seed_list = [scn.seed] if seeds == 1 else derive_seeds(scn.seed, seeds)
