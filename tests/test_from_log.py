@@ -214,17 +214,18 @@ def test_fit_report_says_which_factor_moved_and_warns_on_residuals_and_nothing_m
                                    "carries the band"]
 
 
-def test_quickstart_on_the_dapo_log_warns_and_its_band_is_the_residual_not_the_noise(tmp_path):
-    """A scenario of another job: nothing moves, every phase stays ~88% off; run's band says so, not ± 0.1%."""
+def test_quickstart_on_the_dapo_log_warns_that_the_factors_are_implausible(tmp_path):
+    """A scenario of another job (8xH100 quickstart fitted to an H20 DAPO log): the fit closes the phases only
+    with absurd factors (an MFU of a few %, a decode step cost of tens of ms), and says so; run shows the band."""
     out = tmp_path / "cal.yaml"
     res = runner.invoke(app, ["calibrate", "--from-log", str(LOGS / "verl-dapo-7b-h20-sync-fsdp2.log"), "--scenario",
                               "quickstart", "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output
-    text = res.output
-    assert "moved" in text and "warning: no factor moved" in text
-    assert "warning: step stays" in text and "warning: update_actor stays" in text
+    text = " ".join(res.output.split())
+    assert "moved" in text and "warning: train_mfu fitted to" in text and "is the log from this scenario's job" in text
+    assert "warning: decode_step_overhead_ms fitted to" in text
     scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", [f"calibration={out}"])
-    assert scn.calibration.band_pct > 80  # the fit's residual (the parameters' error alone was ~3%)
+    assert scn.calibration.band_pct > 0
     run = runner.invoke(app, ["run", "quickstart", "--set", f"calibration={out}", "--set", "steps=1",
                               "--out", str(tmp_path / "r"), "-q", "--no-plots"])
     assert run.exit_code == 0, run.output

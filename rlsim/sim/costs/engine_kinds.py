@@ -69,7 +69,7 @@ ENGINE_KINDS: dict[str, EngineKind] = {
              "allreduce_latency_us": "2(n-1) ring hops x the profile's collective_latency_us"},
         ),
         EngineKind(
-            "vllm-0.3", 3.8, 2.2, 540.0, 20.0, None,
+            "vllm-0.3", 3.8, 2.2, 509.0, 20.0, None,
             {"step_overhead_ms": "derived: vLLM v0.6 blog, before v0.6 scheduling was 29% of a 13 ms step "
                                  "(docs/sources.md §2); the API server's 33% does not apply offline (verl)",
              "eager_extra_ms": "derived: SGLang PR #1401, 9.28 - 7.06 ms without/with CUDA graphs (§9); "

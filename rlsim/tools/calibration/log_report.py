@@ -61,12 +61,23 @@ def format_fit(fit: LogFit, logged: LoggedRun, scenario_name: str) -> str:
     return "\n".join(out)
 
 
+# A factor fitted more than this many times away from its start value is not a correction but a different job.
+IMPLAUSIBLE_RATIO = 4.0
+
+
 def fit_warnings(fit: LogFit) -> list[str]:
     """One line per way the fit failed: a fitted phase left far from the log, or no factor moved."""
     out = [f"warning: {r.phase} stays {r.residual_pct:+.1f}% off the log after fitting (> {RESIDUAL_WARN_PCT:g}%)"
            for r in fit.rows if r.used and r.residual_pct is not None and abs(r.residual_pct) > RESIDUAL_WARN_PCT]
     if fit.factors and not any(fit.moved(n) for n in fit.factors):
         out.append("warning: no factor moved: the log did not change the model; the overlay only carries the band")
+    for name, value in fit.factors.items():  # a good fit with absurd factors fits another job, not this one
+        start = fit.start.get(name) or 0.0
+        ratio = value / start if start > 0 and value > 0 else 1.0
+        if ratio > IMPLAUSIBLE_RATIO or ratio < 1.0 / IMPLAUSIBLE_RATIO:
+            out.append(f"warning: {name} fitted to {value:.4g}, {max(ratio, 1 / ratio):.1f}x "
+                       f"{'above' if ratio > 1 else 'below'} its start {start:g}: is the log from this scenario's "
+                       "job and cluster? Predictions from this overlay are not to be trusted")
     return out
 
 

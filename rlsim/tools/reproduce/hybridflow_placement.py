@@ -173,7 +173,7 @@ def fit_host_overhead(model: str = "7b", gen_tp: int = 2, target: float = 0.603,
     """The per-sequence host overhead (us) at which rlsim reproduces a published t_g latency cut.
 
     Bisection: the cut grows monotonically with the overhead, because an engine with a larger t_g
-    serves more sequences per step on one host. This is how engine kind vllm-0.3's host_per_seq_us (540) was fitted.
+    serves more sequences per step on one host. This is how engine kind vllm-0.3's host_per_seq_us (509) was fitted.
     """
     lo, hi = 0.0, hi_us
     if generation_tp_gain(model, gen_tp, host_overhead_per_seq_us=hi) < target:
