@@ -162,8 +162,8 @@ def test_sample_level_judging_in_roll():
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="known miss: the long-context training terms (recompute, rank imbalance, "
-                   "log-probs over the vocabulary) made this RLVR step's training dearer; rollout share 0.66, published "
-                   "> 0.70 (docs/validation.md). Strict: remove this mark when the share is back above 0.70")
+                   "log-probs over the vocabulary) made this RLVR step's training dearer; rollout share 0.66, "
+                   "published > 0.70 (docs/validation.md). Strict: remove this mark when the share is back above 0.70")
 def test_roll_rlvr_rollout_share_finding():
     """ROLL Flash (docs/sources.md §8): rollout is more than 70% of an RLVR step."""
     from rlsim.tools.reproduce.validation import bound_findings
