@@ -110,6 +110,7 @@ def test_interruption_modes_cost_and_versions():
     assert out["abort-discard"][2] == 0  # restarted from scratch: one version per sample
 
 
+@pytest.mark.slow
 def test_one_step_off_overlaps_generation_with_training():
     sync = simulate(load_scenario(ROOT / "scenarios/async/verl-dapo-7b-h20-sync.yaml", ["steps=2"]))
     off = simulate(load_scenario(ROOT / "scenarios/async/verl-dapo-7b-h20-one-step-off.yaml", ["steps=2"]))

@@ -32,6 +32,7 @@ def fits(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_held_out_error(fits):
     # a100 meets the target (<= 5% median, <= 15% p90); h100 does not yet (docs/operators.md says so)
     a, h = fits["a100"], fits["h100"]
@@ -42,6 +43,7 @@ def test_held_out_error(fits):
     assert max(a.held_median, h.held_median) < 0.076 and max(a.held_p90, h.held_p90) < 0.21
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile, gpu", [("a100-80gb", "a100"), ("h100-sxm", "h100"), ("h800", "h100")])
 def test_shipped_values_come_from_the_fit(fits, profile, gpu):
     hw = load_profile(profile)
@@ -103,6 +105,7 @@ def test_steps_split_agrees_with_steps_time():
         assert t_next is None or t_next == c.steps_time(1000.0, n + 1) > budget
 
 
+@pytest.mark.slow
 def test_cli_writes_ops_fit_csv(tmp_path):
     res = CliRunner().invoke(app, ["calibrate", "ops", str(OPS / "vidur"), "--gpu", "a100",
                                    "--hold-out-models", "Llama-2-70b-hf", "--out", str(tmp_path)])

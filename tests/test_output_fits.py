@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from rlsim.tools.cli import app
@@ -31,6 +32,7 @@ def test_reproduce_f3_by_its_figure_number(tmp_path, monkeypatch):
     assert seen == [tmp_path]
 
 
+@pytest.mark.slow
 def test_verl_one_step_off_writes_its_figure(tmp_path):
     from rlsim.tools.reproduce.async_rl import verl_report
 

@@ -208,6 +208,7 @@ def test_cli_plan_writes_the_folder(tmp_path):
     assert (tmp_path / "o" / "plan.csv").is_file() and (tmp_path / "o" / "pareto.png").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
                     reason="optuna not installed (pip install 'rlsim[plan]')")
 def test_large_space_sampled_by_seeded_nsga2_finds_the_winner():

@@ -57,6 +57,7 @@ def sizing():
     return target, size_cluster(SCENARIO, target, [("h100-sxm", 16), ("h20", 64)], overrides=SMALL)
 
 
+@pytest.mark.slow
 def test_the_answer_is_the_smallest_size_that_meets_the_target(sizing):
     target, sizings = sizing
     for sz in sizings:
@@ -80,6 +81,7 @@ def test_the_answer_is_the_smallest_size_that_meets_the_target(sizing):
     assert h20.answer.gpus > h100.answer.gpus  # H20 has a sixth of the H100's dense FLOP/s
 
 
+@pytest.mark.slow
 def test_one_gpu_is_refused_for_memory_and_binding_resource_is_named(sizing):
     _, sizings = sizing
     for sz in sizings:
@@ -89,6 +91,7 @@ def test_one_gpu_is_refused_for_memory_and_binding_resource_is_named(sizing):
         assert res in ("generation", "training", "memory", "sync") and why
 
 
+@pytest.mark.slow
 def test_table_fits_80_columns_and_recommendation_names_each_type(sizing):
     target, sizings = sizing
     rows = text_rows(sizings)
@@ -99,6 +102,7 @@ def test_table_fits_80_columns_and_recommendation_names_each_type(sizing):
     assert "binding resource is" in text
 
 
+@pytest.mark.slow
 def test_cli_prints_per_type_gpus_layout_and_cost_in_80_columns(tmp_path: Path):
     out = tmp_path / "sz"
     res = cli.invoke(app, ["plan", str(SCENARIO), "--target", "tokens_per_s=8000", "--gpu", "h100-sxm:16",
