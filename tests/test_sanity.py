@@ -54,3 +54,12 @@ def test_out_of_memory_role_says_what_fits():
                               "models.policy.preset=qwen2.5-14b"])
     text = "\n".join(info.value.lines())
     assert "fits with" in text and ("parallel.tp=2" in text or "GPUs for this role" in text)
+
+
+def test_out_of_memory_forward_role_says_what_fits():
+    """A forward-only role (reference) gets the same fix hint, without offload options it does not have."""
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(QUICK, ["models.policy.preset=qwen2.5-72b", "roles.reference.parallel.tp=1",
+                              "roles.reference.train.sharding=megatron"])
+    line = next(ln for ln in info.value.lines() if "roles.reference: does not fit" in ln)
+    assert line.endswith("; fits with parallel.tp=2") and "offload" not in line

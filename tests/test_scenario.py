@@ -404,7 +404,7 @@ def test_training_and_forward_roles_must_fit(base):
     # the training role's line ends with what fits: more GPUs (data parallel) shard a 70B model's states
     assert got[0].startswith(f"scenario.yaml: roles.actor: does not fit: {train.describe()}; fits with ")
     assert "GPUs for this role (data parallel" in got[0]
-    assert got[1] == f"scenario.yaml: roles.reference: does not fit: {fwd.describe()}"
+    assert got[1] == f"scenario.yaml: roles.reference: does not fit: {fwd.describe()}; fits with parallel.tp=2"
     assert "> 80.0 GB" in train.describe()
 
 

@@ -245,13 +245,14 @@ def _check_memory(
             dp = role.parallel.dp or scn.role_gpus(name) // (tp * pp)
             mem = role_training_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
-                fix = training_memory_fix(role, model, hw, dp, max_tokens)
+                fix = memory_fix(role, model, hw, dp, max_tokens)
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}{fix}"))
         elif name in FORWARD_ROLES and max_tokens is not None:
             dp = role.parallel.dp or scn.role_gpus(name) // (tp * pp)
             mem = role_forward_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
-                problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}"))
+                fix = memory_fix(role, model, hw, dp, max_tokens, forward=True)
+                problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}{fix}"))
 
 
 def _agent_context_tokens(scn: Scenario, prompt_max: int | None) -> int:
@@ -340,13 +341,14 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def training_memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int) -> str:
-    """What would make a training role fit, each on its own: more GPUs (data parallel), a larger TP inside a
-    node, or offloading; '' when none does."""
+def memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int, forward: bool = False) -> str:
+    """What would make a role fit, each on its own: more GPUs (data parallel), a larger TP inside a node, or
+    (training roles) offloading. A forward-only role is sized by its forward memory and has no offload."""
     tp, pp = role.parallel.tp, role.parallel.pp
+    memory = role_forward_memory if forward else role_training_memory
 
     def fits(r, d: int) -> bool:
-        return role_training_memory(r, model, hw, d, max_seq_tokens).fits
+        return memory(r, model, hw, d, max_seq_tokens).fits
 
     options = []
     more = next((d for d in (2 ** k for k in range(1, 11)) if d > dp and fits(role, d)), None)
@@ -358,10 +360,14 @@ def training_memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_token
                 "parallel": role.parallel.model_copy(update={"tp": t})}), gpus // (t * pp)):
             options.append(f"parallel.tp={t}")
             break
-    for update, text in (({"optimizer_offload": True}, "train.optimizer_offload=true"),
-                         ({"optimizer_offload": True, "param_offload": True, "grad_offload": True},
-                          "train.param_offload, grad_offload and optimizer_offload=true")):
+    offloads = () if forward else (
+        ({"optimizer_offload": True}, "train.optimizer_offload=true"),
+        ({"optimizer_offload": True, "param_offload": True, "grad_offload": True},
+         "train.param_offload, grad_offload and optimizer_offload=true"))
+    for update, text in offloads:
         if fits(role.model_copy(update={"train": role.train.model_copy(update=update)}), dp):
             options.append(text)
             break
-    return f"; fits with {' or '.join(options)}" if options else "; no GPU count up to 1,024, TP or offload fits"
+    if options:
+        return f"; fits with {' or '.join(options)}"
+    return "; no GPU count up to 1,024 or TP fits" if forward else "; no GPU count up to 1,024, TP or offload fits"
