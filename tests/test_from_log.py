@@ -230,3 +230,14 @@ def test_quickstart_on_the_dapo_log_warns_that_the_factors_are_implausible(tmp_p
                               "--out", str(tmp_path / "r"), "-q", "--no-plots"])
     assert run.exit_code == 0, run.output
     assert f"± {scn.calibration.band_pct:.1f}%" in run.output
+
+
+def test_a_logged_value_too_large_to_be_a_measurement_is_refused_in_one_line(tmp_path):
+    """Found by the 20,000-example fuzz run: 1e308 seconds passed as finite, and its mean became inf."""
+    rows = (LOGS / "roll-rlvr-metrics.csv").read_text().splitlines()
+    head, first = rows[0], rows[1].split(",")
+    first[2] = "1e308"
+    log = tmp_path / "huge.csv"
+    log.write_text("\n".join([head, ",".join(first), *rows[2:]]) + "\n")
+    with pytest.raises(LogError, match="is not a plausible logged value"):
+        read_log(log)

@@ -275,3 +275,11 @@ def test_the_areal_vocabulary_is_areals_own_field_names(areal_default_dump):
                  "actor.gradient_checkpointing=true"]
     ledger = run_import("areal", areal_default_dump, overrides).ledger
     assert len(ledger.leaves) > 300 and not ledger.unknown
+
+
+def test_an_empty_device_mapping_list_names_no_gpu():
+    """Found by the 20,000-example fuzz run: `device_mapping: []` crashed the layout with an IndexError."""
+    from rlsim.tools.importers.roll_layout import parse_device_mapping
+
+    with pytest.raises(ValueError, match="names no GPU"):
+        parse_device_mapping([])

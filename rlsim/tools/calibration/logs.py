@@ -220,6 +220,10 @@ def _framework(path: Path, rows: list[dict], fmt: str | None) -> str:
     return found[0] if found else "verl"
 
 
+# No logged seconds, tokens or rates come near this; a larger value is a corrupt field, not a measurement.
+LOGGED_NUMBER_LIMIT = 1e15
+
+
 def _number(path: Path, where: str, key: str, value) -> float:
     try:
         number = float(value)
@@ -227,6 +231,9 @@ def _number(path: Path, where: str, key: str, value) -> float:
         raise LogError(f"{path}: {where}: {key}: expected a number, got {value!r}") from None
     if not math.isfinite(number):
         raise LogError(f"{path}: {where}: {key}: expected a finite number, got {value!r}")
+    if abs(number) > LOGGED_NUMBER_LIMIT:  # sums and means of such values overflow to inf
+        raise LogError(f"{path}: {where}: {key}: {value!r} is not a plausible logged value (above "
+                       f"{LOGGED_NUMBER_LIMIT:g})")
     return number
 
 

@@ -21,6 +21,8 @@ def parse_device_mapping(value: Any) -> list[int]:
     if isinstance(value, list):
         if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
             raise ValueError(f"expected GPU indices (integers >= 0), got {value!r}")
+        if not value:
+            raise ValueError("[] names no GPU")
         return list(value)
     if not isinstance(value, str):
         raise ValueError(f"expected a list of GPU indices or 'list(range(a, b))', got {value!r}")
