@@ -99,18 +99,6 @@ def _bases() -> list[tuple[str, dict, Path]]:
 BASES = _bases()
 
 
-def _leaves(node: Any, at: tuple = ()) -> list[tuple]:
-    """Every path to a value (scalars, and the lists and mappings themselves)."""
-    paths = [at] if at else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            paths += _leaves(value, (*at, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            paths += _leaves(value, (*at, i))
-    return paths
-
-
 def _plausible(value: Any) -> list[Any]:
     """Values a person could type for this one: the edges of its range and an order of magnitude."""
     if isinstance(value, bool):
@@ -136,11 +124,13 @@ UNKNOWN_KEY = object()
 
 @st.composite
 def mutated(draw) -> tuple[str, dict, Path, list]:
+    from fuzz_inputs import leaves  # the one walk over a nested mapping (imported lazily like the other rooms)
+
     name, data, folder = draw(st.sampled_from(BASES))
     data = copy.deepcopy(data)
     done = []
     for _ in range(draw(st.integers(1, 3))):
-        paths = _leaves(data)
+        paths = leaves(data)
         if not paths:
             break
         path = draw(st.sampled_from(paths))
