@@ -23,7 +23,7 @@ from rlsim.tools.calibration import (
 NIM_CSV = profiles_dir() / "measurements" / "nim_llama33_70b_fp8_h100.csv"
 # docs/sources.md §2: NIM Llama-3.3-70B FP8, TP2 on 2xH100, in 5000 / out 500.
 NIM_ITL_MS = {1: 18.58, 5: 21.83, 25: 38.75, 50: 59.73, 100: 92.91}
-# The priors the shipped h100-sxm.yaml was fitted from (see its sources).
+# Priors for fitting the NIM rows with `rlsim calibrate` (the shipped profile takes none of them from NIM).
 H100_PRIORS = {
     "decode_eta_mem": 0.69,  # Vidur, H100
     "decode_eta_compute": 0.67,  # Vidur, H100
@@ -33,7 +33,7 @@ H100_PRIORS = {
 }
 # The NIM rows pin two combinations of (eta_mem, fixed, prefill): eta_mem is held at its Vidur prior.
 FITTED = ("decode_fixed_overhead_ms", "prefill_eta_compute")
-NIM_FITTED = ("decode_fixed_overhead_ms",)  # what the shipped h100-sxm takes from NIM (the rest: operator fit)
+NIM_FITTED = ("decode_fixed_overhead_ms",)  # what `rlsim calibrate` can fit to NIM on top of the operator fit
 
 
 @pytest.fixture(scope="module")
@@ -125,27 +125,29 @@ def test_train_rows_scale_inversely_with_mfu():
 
 
 @pytest.mark.parametrize("concurrency", sorted(NIM_ITL_MS))
-def test_shipped_h100_reproduces_nim_itl(concurrency):
-    """docs/sources.md §2: every NIM ITL point within 15% (FP8 weights and KV, TP2)."""
+def test_shipped_h100_predicts_nim_itl(concurrency):
+    """docs/sources.md §2: every NIM ITL point within the validation target (25%), FP8 weights and KV, TP2.
+    A prediction: no h100-sxm constant is fitted to NIM (docs/validation.md); today -17% to -7%."""
     hw = load_profile("h100-sxm")
     model = ModelShape(**resolve_preset("llama-3.3-70b"), weight_bytes=1, kv_bytes=1)
     itl = serving_itl(model, hw, tp=2, concurrency=concurrency, prompt_tokens=5000, output_tokens=500)
-    assert itl * 1e3 == pytest.approx(NIM_ITL_MS[concurrency], rel=0.15)
+    assert itl * 1e3 == pytest.approx(NIM_ITL_MS[concurrency], rel=0.25)
+    assert itl * 1e3 < NIM_ITL_MS[concurrency]  # low everywhere: NIM's engine has host costs no operator prices
 
 
-def test_shipped_h100_is_the_fit_from_its_priors(nim):
-    """h100-sxm.yaml's kernel efficiencies come from the operator fit (tests/test_ops_calibration.py); on top of
-    them `rlsim calibrate` fits NIM's per-step cost to the NIM CSV, starting from the cited prior."""
+def test_shipped_h100_takes_nothing_from_nim(nim):
+    """h100-sxm.yaml's kernel efficiencies come from the operator fit (tests/test_ops_calibration.py) and its
+    per-step cost is derived from them; `rlsim calibrate` can still fit NIM's per-step cost on top of them,
+    and would put about 4 ms there (NIM's engine host costs), which the shipped profile does not take."""
+    from rlsim.sim.costs.engine_kinds import graph_step_overhead_ms
+
     shipped = load_profile("h100-sxm")
-    result = fit(nim, shipped.model_copy(update={"decode_fixed_overhead_ms": 6.0}), params=NIM_FITTED)
-    assert result.profile.decode_fixed_overhead_ms == pytest.approx(shipped.decode_fixed_overhead_ms, rel=0.005)
-    source = shipped.sources["decode_fixed_overhead_ms"]
-    assert "calibrated by rlsim calibrate from nim_llama33_70b_fp8_h100.csv" in source
+    assert shipped.decode_fixed_overhead_ms == pytest.approx(graph_step_overhead_ms(shipped), rel=1e-3)
+    assert shipped.sources["decode_fixed_overhead_ms"].startswith("derived:")
     assert "calibrate ops" in shipped.sources["decode_eta_mem"]
-    # The NIM curve is now a prediction from operator-fitted kernels plus one per-step constant: within 10%.
+    result = fit(nim, shipped.model_copy(update={"decode_fixed_overhead_ms": 6.0}), params=NIM_FITTED)
+    assert 3.0 < result.profile.decode_fixed_overhead_ms < 5.0
     assert result.max_abs_error_pct < 10.0
-    again = fit(nim, shipped, params=NIM_FITTED)
-    assert again.profile.decode_fixed_overhead_ms == pytest.approx(shipped.decode_fixed_overhead_ms, rel=0.005)
 
 
 def test_nim_fit_touches_only_what_the_rows_inform(nim):

@@ -49,6 +49,11 @@ REGRESSION_GUARD_PCT = {
     "verl generation phase with / without vLLM CUDA graphs": 12.0,
     "verl PR #116 Qwen2.5-3B": 80.0,
     "verl PR #116": 28.0,
+    # Predicted since the engines' per-step costs come from measured operators (docs/operators.md).
+    "NIM Llama-3.3-70B": 20.0,
+    "SGLang Llama-3-8B batch 1": 18.0,
+    "SGLang Qwen2-7B A30": 16.0,
+    "vLLM v0.6 Llama-3-8B TPOT": 10.0,
 }
 
 
@@ -60,7 +65,7 @@ def _guard(name: str) -> float:
 
 
 def nim_rows() -> list[dict]:
-    """NIM ITL vs concurrency (docs/sources.md §2): the H100 profile is fitted to these."""
+    """NIM ITL vs concurrency (docs/sources.md §2): predicted from the operator-fitted H100 profile."""
     path = shipped_dir("hardware_profiles") / "measurements" / "nim_llama33_70b_fp8_h100.csv"
     profile = load_profile("h100-sxm")
     rows = []
@@ -126,7 +131,7 @@ def decode_shape_rows() -> list[dict]:
 
 
 def small_batch_decode_rows() -> list[dict]:
-    """Small-batch decode step times (SGLang PR #1401, SGLang on A30, Lambda Labs vLLM): engine kinds' sources."""
+    """Small-batch decode step times (SGLang PR #1401, SGLang on A30, Lambda Labs vLLM): predicted from operators."""
     from rlsim.sim.api import ModelShape, resolve_preset
     from rlsim.sim.costs.engine_kinds import engine_overheads
     from rlsim.sim.costs.generation import decode_step_time
