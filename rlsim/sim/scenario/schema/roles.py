@@ -48,7 +48,7 @@ class EngineSpec(Strict):
         default="generic",
         description="Engine family and version: selects its per-step cost, host cost per running sequence "
         "and TP all-reduce latency (rlsim/sim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` "
-        "uses the hardware profile's calibrated per-step cost",
+        "uses the hardware profile's per-step cost (derived from its measured operators)",
     )
     cuda_graphs: bool = Field(
         default=True, description="Decode with CUDA graphs (verl rollout enforce_eager=False); off adds launch cost"
