@@ -175,7 +175,7 @@ TOOLS_BEYOND_THE_API = {
     "rlsim.sim.costs.engine_kinds", "rlsim.sim.costs.generation", "rlsim.sim.costs.resharding",
     "rlsim.sim.costs.training", "rlsim.sim.hardware", "rlsim.sim.results.metrics", "rlsim.sim.scenario.calibration",
     "rlsim.sim.scenario.placement", "rlsim.sim.scenario.schema", "rlsim.sim.scenario.schema.schedule",
-    "rlsim.sim.workload", "rlsim.sim.yaml_input",
+    "rlsim.sim.yaml_input",
 }
 
 
