@@ -13,6 +13,7 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
     MAX_STEPS,
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
+from rlsim.sim.scenario.schema.base import Strict
 from rlsim.sim.scenario.schema.schedule_options import (
     AsyncBatchOptions,
     AsyncRolloutOptions,
@@ -63,13 +64,19 @@ def _canonical_kind(value):
 
 
 
-class GenerationOnlySpec(SyncDispatchOptions):
+class _Tagged(Strict):
+    """The tag first: a spec's `kind` leads its option groups' fields (the schema, scenario.resolved.yaml)."""
+
+    kind: str
+
+
+class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
     """Each step pushes one batch of prompts through the rollout engines; no training."""
 
     kind: Literal["generation-only"]
 
 
-class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions):
+class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions, _Tagged):
     """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
 
     `placement` is a shortcut that carves one hardware pool into resource pools (verl's
@@ -105,7 +112,7 @@ class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, Hy
         return canonical_name(value, PLACEMENT_ALIASES)
 
 
-class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions):
+class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _Tagged):
     """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
 
     The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
@@ -116,7 +123,7 @@ class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions):
     placement: Literal["custom"] = "custom"
 
 
-class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, AsyncBatchOptions):
+class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -236,7 +243,9 @@ def _knob_error(field: str, value, message: str):
     raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
-class VerlV1Spec(TrainingOptions, WeightSyncOptions, HybridSwitchOptions, AsyncRolloutOptions, AsyncBatchOptions):
+class VerlV1Spec(
+    TrainingOptions, WeightSyncOptions, HybridSwitchOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged
+):
     """verl's V1 trainer (docs/advance/v1_async_trainer.md): asynchronous modes on one budget.
 
     `colocate_async`: generation and training share the actor's GPUs (the rollout role on them) and take
@@ -292,7 +301,7 @@ class VerlV1Spec(TrainingOptions, WeightSyncOptions, HybridSwitchOptions, AsyncR
         return self
 
 
-class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions):
+class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, _Tagged):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
