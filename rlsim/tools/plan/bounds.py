@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlsim.sim.api import Scenario
-from rlsim.sim.costs.generation import decode_step_time
-from rlsim.sim.costs.training import training_flops
+from rlsim.sim.api import Scenario, decode_step_time, training_flops
 
 _SAMPLE = 4096
 

@@ -28,7 +28,7 @@ from rlsim.sim.scenario.schema.lengths import LengthDistribution, LengthTrace, _
 LatencyDraw = Callable[[np.random.Generator], float]
 
 
-class LatencyLaw(Strict):
+class LatencyDistributionBase(Strict):
     """What every latency distribution does (seconds of one tool attempt): draw, bound, average.
 
     `sample(rng, n)` draws n latencies (numpy's array calls), `sampler()` a function drawing one from the
@@ -62,7 +62,7 @@ class LatencyLaw(Strict):
         """P(latency > t)."""
 
 
-class FixedSeconds(LatencyLaw):
+class FixedSeconds(LatencyDistributionBase):
     _seconds_fields: ClassVar[tuple[str, ...]] = ("value",)
     kind: Literal["fixed"]
     value: float = Field(ge=0)
@@ -87,7 +87,7 @@ class FixedSeconds(LatencyLaw):
         return float(self.value > t)
 
 
-class UniformSeconds(LatencyLaw):
+class UniformSeconds(LatencyDistributionBase):
     _seconds_fields: ClassVar[tuple[str, ...]] = ("min", "max")
     kind: Literal["uniform"]
     min: float = Field(ge=0)
@@ -120,7 +120,7 @@ class UniformSeconds(LatencyLaw):
         return (self.max - t) / (self.max - self.min)
 
 
-class LognormalSeconds(LatencyLaw):
+class LognormalSeconds(LatencyDistributionBase):
     """Lognormal latency given by its median (what benchmarks report) and sigma, optionally capped."""
 
     _seconds_fields: ClassVar[tuple[str, ...]] = ("median", "max")
@@ -168,7 +168,7 @@ class LognormalSeconds(LatencyLaw):
         return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
-class EmpiricalSeconds(LatencyLaw):
+class EmpiricalSeconds(LatencyDistributionBase):
     """Latencies resampled from a CSV column (path relative to the scenario file)."""
 
     kind: Literal["empirical"]

@@ -38,7 +38,7 @@ LengthDraw = Callable[[np.random.Generator], int]
 # ---------------------------------------------------------------- workload: length distributions
 
 
-class LengthLaw(Strict):
+class LengthDistributionBase(Strict):
     """What every length distribution does: draw lengths, bound them, average them."""
 
     @abstractmethod
@@ -75,7 +75,7 @@ class LengthLaw(Strict):
         return False
 
 
-class FixedLength(LengthLaw):
+class FixedLength(LengthDistributionBase):
     kind: Literal["fixed"]
     value: int = Field(gt=0, le=MAX_TOKENS)
 
@@ -96,7 +96,7 @@ class FixedLength(LengthLaw):
         return float(self.value)
 
 
-class UniformLength(LengthLaw):
+class UniformLength(LengthDistributionBase):
     kind: Literal["uniform"]
     min: int = Field(gt=0, le=MAX_TOKENS)
     max: int = Field(gt=0, le=MAX_TOKENS)
@@ -144,7 +144,7 @@ class LengthStage(Strict):
         return self
 
 
-class LognormalLength(LengthLaw):
+class LognormalLength(LengthDistributionBase):
     """Lognormal with the given mean (of the untruncated law), clipped to [min, max] like max_tokens.
 
     The optional shape keys (docs/scenarios.md, Response lengths: shaping the tail) default to the plain law.
@@ -301,7 +301,7 @@ class LognormalLength(LengthLaw):
         return np.where(hit, cap, body).astype(np.int64), wrong
 
 
-class EmpiricalLength(LengthLaw):
+class EmpiricalLength(LengthDistributionBase):
     """Lengths resampled from a CSV column (path relative to the scenario file)."""
 
     kind: Literal["empirical"]
@@ -351,7 +351,7 @@ class LengthTrace(Strict):
     )
 
 
-def _refuse_per_group(dist: LengthLaw | None, where: str) -> None:
+def _refuse_per_group(dist: LengthDistributionBase | None, where: str) -> None:
     if dist is not None and dist.per_group:
         raise ValueError(
             f"{where}: group_correlation, wrong_fraction and mean_schedule shape workload.response_length only"
