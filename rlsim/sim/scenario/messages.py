@@ -129,23 +129,26 @@ def _known_keys(loc: Loc, root: type[BaseModel] | None = None) -> list[str]:
         return []
     anns: list[Any] = [root]
     for part in loc:
-        nxt: list[Any] = []
-        for ann in anns:
-            for member in _members(ann):
-                if isinstance(member, type) and issubclass(member, BaseModel):
-                    if str(part) in member.model_fields:
-                        nxt.append(member.model_fields[str(part)].annotation)
-                elif typing.get_origin(member) is dict:
-                    nxt.append(typing.get_args(member)[1])
-                elif typing.get_origin(member) is list and isinstance(part, int):
-                    nxt.append(typing.get_args(member)[0])
-        anns = nxt
-    names: list[str] = []
-    for ann in anns:
-        for member in _members(ann):
-            if isinstance(member, type) and issubclass(member, BaseModel):
-                names += list(member.model_fields)
-    return names
+        anns = _step([m for ann in anns for m in _members(ann)], part)
+    return [name for model in _models(anns) for name in model.model_fields]
+
+
+def _step(members: list[Any], part: str | int) -> list[Any]:
+    """The annotations one key (or list index) further down from these types."""
+    nxt: list[Any] = []
+    for member in members:
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            if str(part) in member.model_fields:
+                nxt.append(member.model_fields[str(part)].annotation)
+        elif typing.get_origin(member) is dict:
+            nxt.append(typing.get_args(member)[1])
+        elif typing.get_origin(member) is list and isinstance(part, int):
+            nxt.append(typing.get_args(member)[0])
+    return nxt
+
+
+def _models(anns: list[Any]) -> list[type[BaseModel]]:
+    return [m for ann in anns for m in _members(ann) if isinstance(m, type) and issubclass(m, BaseModel)]
 
 
 def _models_at(raw_loc: Loc, root: type[BaseModel] | None) -> tuple[list[type[BaseModel]], tuple[str, list]]:
@@ -158,26 +161,14 @@ def _models_at(raw_loc: Loc, root: type[BaseModel] | None) -> tuple[list[type[Ba
     anns: list[Any] = [root] if root is not None else []
     tagged: tuple[str, list] = ("", [])
     for part in raw_loc:
-        members = [m for ann in anns for m in _members(ann)]
-        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        models = _models(anns)
         chosen = [m for m in models if "kind" in m.model_fields
                   and part in typing.get_args(m.model_fields["kind"].annotation)]
         if chosen and not any(str(part) in m.model_fields for m in models):
-            tagged = (str(part), [m for m in models if m not in chosen])
-            anns = chosen
-            continue
-        nxt: list[Any] = []
-        for member in members:
-            if isinstance(member, type) and issubclass(member, BaseModel):
-                if str(part) in member.model_fields:
-                    nxt.append(member.model_fields[str(part)].annotation)
-            elif typing.get_origin(member) is dict:
-                nxt.append(typing.get_args(member)[1])
-            elif typing.get_origin(member) is list and isinstance(part, int):
-                nxt.append(typing.get_args(member)[0])
-        anns = nxt
-    models = [m for ann in anns for m in _members(ann) if isinstance(m, type) and issubclass(m, BaseModel)]
-    return (models, tagged) if tagged[0] else ([], ("", []))
+            tagged, anns = (str(part), [m for m in models if m not in chosen]), chosen
+        else:
+            anns = _step([m for ann in anns for m in _members(ann)], part)
+    return (_models(anns), tagged) if tagged[0] else ([], ("", []))
 
 
 def _elsewhere(raw_loc: Loc, root: type[BaseModel] | None) -> str:
