@@ -1,38 +1,43 @@
-"""Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
+"""The asynchronous rollout loop: rollout never waits for training; the rules come from policies.
 
 A rollout controller keeps prompt groups in flight on the inference engines, admitting a new group
-only while the staleness rule allows it (AReaL's eta in versions, or verl fully_async's
-staleness_threshold fraction of a sync's samples); each finished group goes to a buffer. The trainer
-takes its batch of groups (AReaL: oldest first; verl: in queue order; neither drops stale samples
-unless `drop_stale`), trains, and pushes the new weights: every engine pauses at its next step boundary,
-the weights are broadcast, and in-flight sequences keep their KV, re-prefill with the new weights,
-are aborted and resumed (or restarted), or (drain) run to completion before the weights load while
-nothing new is admitted. Every token remembers the policy version that produced it.
+while the admission policy allows it; a group complete by the completion policy goes to a buffer
+(or, filtered, is dropped). The trainer takes its batch of groups (the expiry policy first discards
+what is too old, the selection policy orders the buffer and trims the batch), trains, and pushes the
+new weights: every engine pauses at its next step boundary, the weights are broadcast, and in-flight
+sequences keep their KV, re-prefill with the new weights, are aborted and resumed (or restarted), or
+(drain) run to completion before the weights load while nothing new is admitted. Every token
+remembers the policy version that produced it. The policies: schedules/rollout_policies.py; the
+compositions: schedules/fully_async.py (AReaL, verl fully_async) and schedules/roll.py (ROLL).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import simpy
 
 from rlsim.sim.engine.request import Request
 from rlsim.sim.results.collector import token_accounting
+from rlsim.sim.results.lifecycle import ABORTED, COMPLETED, DROPPED, RUNNING, TRAINED, Reason, SampleState, advance
 from rlsim.sim.schedules.affinity import GroupRouter
 from rlsim.sim.schedules.groups import Group, Sample
 from rlsim.sim.schedules.inflight import token_staleness
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
+from rlsim.sim.schedules.rollout_policies import RolloutPolicies
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.sim.workload import sample_lengths
 
 
-class FullyAsyncSchedule(RLSchedule):
-    def __init__(self, scenario, env):
+class AsyncRolloutSchedule(RLSchedule):
+    """The loop; a framework's schedule passes the policies it is composed of."""
+
+    def __init__(self, scenario, env, policies: RolloutPolicies):
         super().__init__(scenario, env)
         spec, algo = self.scenario.schedule, self.scenario.algorithm
         self.spec = spec
+        self.admission, self.completion = policies.admission, policies.completion
+        self.expiry, self.selection = policies.expiry, policies.selection
         self.batch_groups = spec.consumer_groups(algo)
         self.eta = spec.eta  # the staleness knob in effect (AReaL: versions; verl: a fraction)
         self.sync_every = spec.trigger_parameter_sync_step
@@ -41,10 +46,6 @@ class FullyAsyncSchedule(RLSchedule):
         # Admission counts groups per weight version the rollout sees: one version per sync.
         self.admit_unit = self.batch_groups * self.sync_every
         self.interrupt = spec.interrupt
-        # verl fully_async: at most (1 + s) x trigger x require_batches x ppo_mini_batch_size groups per version.
-        self.verl = spec.verl_rule
-        self.max_required = int(self.admit_unit * (1 + (spec.staleness_threshold or 0.0))) if self.verl else None
-        self.staleness_samples = 0  # verl: groups started this version + those in flight or queued at the sync
         self.admission_log: list[tuple[float, int, int]] = []  # (time, gid, staleness_samples after the start)
         self.sync_marks: list[tuple[float, int, int]] = []  # (time, first gid of the version, groups carried)
         self.drain_log: list[dict] = []  # drain mode: per engine and update, what was in flight and when
@@ -61,9 +62,10 @@ class FullyAsyncSchedule(RLSchedule):
         self.drop_stale = spec.drop_stale
         self._rollout_wake = None
         self._trainer_wake = None
-        self._next_gid = 0
+        self.groups_started = 0
         self._live: dict[Request, Sample] = {}
-        self.dropped_stale = 0
+        self.dropped_stale = 0  # samples the expiry policy dropped for age (drop_stale)
+        self.filtered_groups = 0  # complete groups the completion policy filtered out
         self.tokens_discarded = 0
         self.trained_tokens = 0
         self.multi_version = 0
@@ -78,40 +80,23 @@ class FullyAsyncSchedule(RLSchedule):
         self.reward_workers = simpy.Resource(env, capacity=algo.rule_reward_workers)
         self.samples_all: list[Sample] = []
 
-    # ------------------------------------------------------------------ admission (AReaL's rule)
+    # ------------------------------------------------------------------ rollout
 
     def capacity(self) -> int:
-        """How many more groups may start now (AReaL code form, or verl fully_async's rule)."""
-        if self.draining:
-            return 0  # a draining weight update admits nothing new
-        if self.verl:
-            return self._verl_capacity()
-        cap = math.inf
-        if self.spec.max_concurrent_rollouts is not None:
-            cap = self.spec.max_concurrent_rollouts - self.running_groups
-        if self.eta is not None:
-            limit = math.floor((self.eta + self.syncs + 1) * self.admit_unit + 1e-9)
-            cap = min(cap, limit - (self.accepted_groups + self.running_groups))
-        if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
-            cap = 4 * self.batch_groups - self.running_groups
-        return max(0, int(cap))
-
-    def _verl_capacity(self) -> int:
-        """verl's rollouter: pause while staleness_samples >= max_required_samples or the queue is full.
-
-        verl 0.9.1 verl/experimental/fully_async_policy/fully_async_rollouter.py: max_required_samples =
-        int(required_samples x (staleness_threshold + 1) x trigger_parameter_sync_step), the queue holds
-        max_required_samples, and max_concurrent_samples = min(replicas x 16, max_required_samples).
-        """
-        if len(self.buffer) >= self.max_required:
-            return 0
-        conc = self.spec.max_concurrent_rollouts or min(16 * len(self.engines), self.max_required)
-        return max(0, min(self.max_required - self.staleness_samples, conc - self.running_groups))
+        """How many more groups may start now (the admission policy)."""
+        return self.admission.capacity(self)
 
     def _wake(self, attr: str) -> None:
         ev = getattr(self, attr)
         if ev is not None:
             self.env.succeed_once(ev)
+
+    def wake_rollout(self) -> None:
+        """Let the rollout controller look at the admission policy again."""
+        self._wake("_rollout_wake")
+
+    def wake_trainer(self) -> None:
+        self._wake("_trainer_wake")
 
     def _least_loaded(self):
         """The engine with the fewest requests plus live trajectories pinned to it (sticky multi-turn)."""
@@ -119,13 +104,12 @@ class FullyAsyncSchedule(RLSchedule):
 
     def _launch_group(self) -> None:
         env, scn = self.env, self.scenario
-        g = Group(self._next_gid, self.rollout_version, env.now)
-        self._next_gid += 1
-        if self.verl:
-            self.staleness_samples += 1
-        self.admission_log.append((env.now, g.gid, self.staleness_samples))
+        g = Group(self.groups_started, self.rollout_version, env.now)
+        self.groups_started += 1
+        self.admission.launched(self)
+        self.admission_log.append((env.now, g.gid, self.admission.staleness_samples))
         agent = scn.workload.agent
-        size = self.group_launch_size()
+        size = self.completion.launch_size(self)
         if agent is not None:
             prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
             g.pending = size
@@ -148,21 +132,19 @@ class FullyAsyncSchedule(RLSchedule):
             self.samples_all.append(s)
             self.collector.sample_started(s.sid, None, s.prompt_tokens, env.now)
             g.samples.append(s)
-            self._submit(s)
+            self.submit(s)
         g.pending = len(g.samples)
         self.running_groups += 1
-
-    def group_launch_size(self) -> int:
-        """Samples launched per prompt group (ROLL adds redundant episodes)."""
-        return self.scenario.algorithm.samples_per_prompt
 
     def cancel(self, s: Sample, why: str) -> None:
         """Stop a sample that is still running: abort its request; a trajectory stops at its next turn."""
         if s.finished:
             return
-        s.outcome = s.fate = "aborted"
-        s.reason = why
-        self.collector.sample_discarded(s.sid, f"aborted: {why}")
+        if s.state is ABORTED:  # a trajectory cancelled before, not yet at its next turn: the latest reason stands
+            s.reason = why
+        else:
+            advance(s, ABORTED, why)
+        self.collector.sample_discarded(s.sid, ABORTED, why)
         if s.trajectory is not None:
             s.trajectory.cancelled = True
         req = s.request
@@ -171,7 +153,7 @@ class FullyAsyncSchedule(RLSchedule):
             self._live.pop(req, None)
             engine.abort(req)
             if s.trajectory is None:
-                self._absorb(s, req)
+                self.absorb(s, req)
         if s.trajectory is None:
             self.tokens_discarded += s.generated
             self._sample_finished(s)
@@ -186,15 +168,14 @@ class FullyAsyncSchedule(RLSchedule):
         s.generated = t.generated
         s.observation_tokens = t.observation_tokens
         s.version_tokens = dict(t.version_tokens)
-        if s.fate is None:
-            s.outcome = s.fate = t.outcome
-            s.reason = t.reason
-        if s.outcome != "completed":
+        if s.state is RUNNING:
+            advance(s, t.state, t.reason)
+        if s.state is not COMPLETED:
             self.tokens_discarded += t.generated  # failed or aborted: its decoding is wasted
-            self.collector.sample_discarded(s.sid, f"{s.outcome}: {s.reason}")
+            self.collector.sample_discarded(s.sid, s.state, s.reason)
         self._sample_finished(s)
 
-    def _submit(self, s: Sample) -> None:
+    def submit(self, s: Sample) -> None:
         """Send a sample's remaining work to the least-loaded engine (continuing from its partial output),
         or a fresh sample where group-affinity routing puts it."""
         if self.router is not None and s.generated == 0:
@@ -215,24 +196,24 @@ class FullyAsyncSchedule(RLSchedule):
         s = self._live.pop(req, None)
         if s is None or req.aborted:
             return  # an aborted request: the weight update resubmits or discards its sample
-        self._absorb(s, req)
+        self.absorb(s, req)
         self._sample_finished(s)
 
     def _sample_finished(self, s: Sample) -> None:
         if s.finished:
             return
-        if s.fate is None and s.outcome == "completed" and not s.judged and (self.judges or self.reward_s > 0):
+        if s.state is RUNNING and not s.judged and (self.judges or self.reward_s > 0):
             s.judged = True  # sample-level scoring: rewarded as soon as it finishes, off the trainer's path
             self.env.process(self._judge_sample(s) if self.judges else self._rule_score(s))
             return
         s.finished = True
-        if s.fate is None:
-            s.fate = s.outcome
+        if s.state is RUNNING:
+            advance(s, COMPLETED)
         if s.request is not None:
             self.collector.sample_finished(s.sid, s.request, s.generated + s.observation_tokens, s.version_tokens)
         g = s.group
         g.pending -= 1
-        if not g.closed and not g.closing and self._group_ready(g):
+        if not g.closed and not g.closing and self.completion.ready(self, g):
             self._group_complete(g)
 
     def _rule_score(self, s: Sample):
@@ -246,31 +227,38 @@ class FullyAsyncSchedule(RLSchedule):
         yield from self.judge(np.array([s.prompt_tokens + s.generated + s.observation_tokens]))
         self._sample_finished(s)
 
-    def _group_ready(self, g: Group) -> bool:
-        """A group is complete when every sample has ended (ROLL: when enough have)."""
-        return g.pending == 0
-
     def _group_complete(self, g: Group) -> None:
-        """All of a group's samples are in: it joins the training buffer."""
-        if not g.closed:
-            g.closed = True
-            g.finished_s = self.env.now
-            self.running_groups -= 1
-            self.accepted_groups += 1
-            self.buffer.append(g)
-            self._wake("_trainer_wake")
-            self._wake("_rollout_wake")
+        """Enough of a group's samples are in: it joins the training buffer, or is filtered out."""
+        if g.closed:
+            return
+        g.closed = True
+        g.finished_s = self.env.now
+        self.running_groups -= 1
+        if self.completion.filtered(self, g):
+            self.filtered_groups += 1
+            self.discard_group(g, Reason.FILTERED)
+            self.wake_rollout()  # a replacement group may start
+            return
+        self.accepted_groups += 1
+        self.buffer.append(g)
+        self.wake_trainer()
+        self.wake_rollout()
+
+    def discard(self, s: Sample, state: SampleState, reason: str) -> None:
+        """A completed sample is not trained: its tokens are counted as waste."""
+        advance(s, state, reason)
+        self.tokens_discarded += s.generated
+        self.collector.sample_discarded(s.sid, state, reason)
 
     def discard_group(self, g: Group, reason: str) -> None:
-        """The one group-discard routine: its finished samples are dropped, their tokens counted as waste."""
+        """The one group-discard routine: its completed samples are dropped."""
         for s in g.samples:
-            if s.fate == "completed":
-                s.fate, s.reason = "dropped", reason
-                self.tokens_discarded += s.generated
-                self.collector.sample_discarded(s.sid, reason)
+            if s.state is COMPLETED:
+                self.discard(s, DROPPED, reason)
 
     @staticmethod
-    def _absorb(s: Sample, req: Request) -> None:
+    def absorb(s: Sample, req: Request) -> None:
+        """What an aborted or finished request generated joins its sample's token history."""
         s.generated += req.generated
         for v, n in req.version_tokens.items():
             s.version_tokens[v] = s.version_tokens.get(v, 0) + n
@@ -340,7 +328,7 @@ class FullyAsyncSchedule(RLSchedule):
                     e.abort(req)
                     if s is None:
                         continue
-                    self._absorb(s, req)
+                    self.absorb(s, req)
                     if mode == "abort-discard":  # the partial output is thrown away: restart from scratch
                         self.tokens_discarded += s.generated
                         s.generated = 0
@@ -355,59 +343,48 @@ class FullyAsyncSchedule(RLSchedule):
         for e in self.engines:
             e.resume(version=self.rollout_version, mode="recompute" if mode == "recompute" else "keep")
         for s in self._resubmit:
-            self._submit(s)
+            self.submit(s)
         self._resubmit.clear()
-        if self.verl:  # verl's reset_staleness: what is in flight or queued counts toward the new version
-            self.staleness_samples = self.running_groups + len(self.buffer)
-            self.sync_marks.append((env.now, self._next_gid, self.staleness_samples))
-        self._wake("_rollout_wake")
+        self.admission.synced(self)
+        self.wake_rollout()
         return env.now - start
 
     # ------------------------------------------------------------------ trainer
 
-    def _take_batch(self) -> list[Group] | None:
-        """Oldest groups first; samples beyond the staleness bound are dropped, not trained.
+    def take_batch(self) -> list[Group] | None:
+        """The trainer's look at the buffer: what is too old goes, then a batch in the selection's order.
 
         The trainer looks each time a group finishes; a group found fresh and trainable stays so until
         the policy version moves (its samples are sealed), so only groups added since are examined.
         """
+        self.expiry.expire(self)
         version, checked = self._buffer_checked
         start = checked if version == self.env.policy_version else 0
         new = self.buffer[start:]
         examined = len(new)
-        if self.eta is not None and self.drop_stale:
-            keep = []
-            for g in new:
-                stale = self.env.policy_version - min(s.oldest_version for s in g.samples)
-                if stale > self.eta:
-                    g.taken_s = self.env.now
-                    self.dropped_stale += len(g.samples)
-                    self.discard_group(g, "stale")
-                    self.accepted_groups -= 1  # a rejected group frees its admission slot (AReaL)
-                else:
-                    keep.append(g)
-            if len(keep) < len(new):
-                self._wake("_rollout_wake")
-            new = keep
-        dead = [g for g in new if all(s.outcome != "completed" for s in g.samples)]
+        new = self.expiry.screen(self, new)
+        dead = [g for g in new if all(s.state is not COMPLETED for s in g.samples)]
         if dead:  # a group whose every trajectory failed has nothing to train on: it frees its slot
             self.accepted_groups -= len(dead)
             new = [g for g in new if g not in dead]
-            self._wake("_rollout_wake")
+            self.wake_rollout()
         if len(new) < examined:
             self.buffer = self.buffer[:start] + new
         self._buffer_checked = (self.env.policy_version, len(self.buffer))
         if len(self.buffer) < self.batch_groups:
             return None
-        if not self.verl:  # AReaL: oldest first; verl's message queue is FIFO (finish order)
-            self.buffer.sort(key=lambda g: (g.start_version, g.finished_s, g.gid))
+        self.selection.order(self.buffer)
         batch, self.buffer = self.buffer[: self.batch_groups], self.buffer[self.batch_groups:]
         self._buffer_checked = (self.env.policy_version, len(self.buffer))
         for g in batch:
             g.taken_s = self.env.now
-        if self.verl:
-            self._wake("_rollout_wake")  # a slot in verl's queue freed
+        self.admission.taken(self)
+        self.selection.trim(self, batch)
         return batch
+
+    def buffer_changed(self) -> None:
+        """The buffer changed other than by groups joining it: the trainer examines all of it again."""
+        self._buffer_checked = (-1, 0)
 
     def before_steps(self):
         for e in self.engines:
@@ -420,13 +397,13 @@ class FullyAsyncSchedule(RLSchedule):
         """The trainer's side of the buffer: wait for a batch of finished groups (AReaL: within eta)."""
         env = self.env
         self._step_start = env.now
-        while (groups := self._take_batch()) is None:
+        while (groups := self.take_batch()) is None:
             self._trainer_wake = env.event()
             yield self._trainer_wake
             self._trainer_wake = None
         timing["timing_s/wait_rollout"] = env.now - self._step_start
         self._last_drain_s = None
-        samples = [s for g in groups for s in g.samples if s.outcome == "completed"]
+        samples = [s for g in groups for s in g.samples if s.state is COMPLETED]
         prompt = np.array([s.prompt_tokens for s in samples])
         generated = np.array([s.generated for s in samples])
         response = generated + np.array([s.observation_tokens for s in samples])
@@ -434,6 +411,7 @@ class FullyAsyncSchedule(RLSchedule):
         stale = np.array([version - s.oldest_version for s in samples])
         for s in samples:
             s.trained_step, s.trained_version = step, version
+            advance(s, TRAINED)
         multi = int(sum(len(s.version_tokens) > 1 for s in samples))
         self.multi_version += multi
         self.trained_tokens += int(generated.sum())
@@ -465,12 +443,12 @@ class FullyAsyncSchedule(RLSchedule):
     def after_steps(self):
         """What the run leaves unfinished is accounted for, not lost."""
         self.stopping = True
-        self._wake("_rollout_wake")
+        self.wake_rollout()
         for s in self.samples_all:
-            if s.fate is None:
-                s.fate, s.reason = "aborted", "in flight at end of run"
+            if s.state is RUNNING:
+                advance(s, ABORTED, Reason.END_OF_RUN)
             if s.trajectory is not None:
-                self.collector.trajectory(s.trajectory, s.fate, s.reason)
+                self.collector.trajectory(s.trajectory, s.state, s.reason)
         totals = self.token_accounting()
         self.collector.tokens(totals["tokens_generated"], totals["tokens_trained"], totals["tokens_discarded"])
         yield from ()

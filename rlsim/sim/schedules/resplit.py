@@ -116,7 +116,7 @@ class ResplitSchedule(VerlV1Schedule):
             moved = yield from self.put_to_sleep(leaving)
             self.generating = k
             for s in moved:
-                self._submit(s)
+                self.submit(s)
         start = env.now
         self._actor_gpus(self.trainer_gpus(min(k, self.generating)))
         yield env.timeout(cost)

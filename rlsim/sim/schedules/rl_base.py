@@ -21,6 +21,7 @@ from rlsim.sim.costs.transition import to_train as transition_to_train
 from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
+from rlsim.sim.results.lifecycle import COMPLETED
 from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
 from rlsim.sim.schedules.gpu_locks import GpuLocks
@@ -240,18 +241,18 @@ class RLSchedule(Schedule):
             procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t, on_request=track)))
         yield env.all_of(procs)
         self.trajectories.extend(trajs)
-        done = [t for t in trajs if t.outcome == "completed"]
+        done = [t for t in trajs if t.state is COMPLETED]
         self.last_batch = []
         for t in trajs:  # one sample per trajectory, under the id of its last turn's request
             req = last.get(t.tid)
             if req is None:
                 continue  # it ended before its first turn: no sample
             self.collector.sample_started(req.rid, env.rl_step, t.prompt_tokens, t.started_s)
-            if t.outcome == "completed":
+            if t.state is COMPLETED:
                 self.collector.sample_finished(req.rid, req, t.sequence_tokens - t.prompt_tokens, t.version_tokens)
                 self.last_batch.append(req)
             else:
-                self.collector.sample_discarded(req.rid, f"{t.outcome}: {t.reason}")
+                self.collector.sample_discarded(req.rid, t.state, t.reason)
         prompt = np.array([t.prompt_tokens for t in done], dtype=np.int64)
         rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
         return prompt, rest

@@ -83,9 +83,9 @@ class VerlV1Schedule(FullyAsyncSchedule):
     def capacity(self) -> int:
         return super().capacity() if self._accepting() else 0
 
-    def _submit(self, s) -> None:
+    def submit(self, s) -> None:
         if self._accepting():
-            super()._submit(s)
+            super().submit(s)
         else:
             self.parked.append(s)
 
@@ -156,10 +156,10 @@ class VerlV1Schedule(FullyAsyncSchedule):
                 s = self._live.pop(req, None)
                 e.abort(req)
                 if s is not None:
-                    self._absorb(s, req)
+                    self.absorb(s, req)
                     parked.append(s)
         for s in parked:
-            super()._submit(s)
+            super().submit(s)
         self._wake("_rollout_wake")
 
     def _reclaim(self, timing: dict):
@@ -170,7 +170,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
         moved = yield from self.put_to_sleep(self.lendable)
         self.lent = False
         for s in moved:
-            self._submit(s)
+            self.submit(s)
         back = env.now
         yield env.timeout(self.switch_to_train_time())
         self._busy("actor", "actor", "switch", back)
@@ -188,7 +188,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
                 s = self._live.pop(req, None)
                 e.abort(req)
                 if s is not None:
-                    self._absorb(s, req)
+                    self.absorb(s, req)
                     moved.append(s)
             e.resume(mode="keep")
         self.moved += len(moved)

@@ -1,0 +1,135 @@
+"""Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
+
+The asynchronous rollout loop (schedules/async_rollout.py) composed with AReaL's or verl's rules:
+
+- admission: AReaL's eta in versions (accepted + running groups <= (eta + version + 1) x B, optionally
+  capped by `max_concurrent_rollouts`), or verl fully_async's staleness_threshold, a fraction of a
+  sync's samples counted per weight version; nothing new is admitted while a weight update drains;
+- completion: a group is complete when all `samples_per_prompt` samples have ended;
+- expiry: none (both frameworks bound staleness at admission), unless `drop_stale` drops groups older
+  than eta when the trainer looks at them;
+- selection: AReaL takes the oldest groups first, verl its queue in finish order.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlsim.sim.results.lifecycle import Reason
+from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
+from rlsim.sim.schedules.groups import Group
+from rlsim.sim.schedules.rollout_policies import (
+    NoExpiry,
+    OldestFirst,
+    QueueOrder,
+    RolloutPolicies,
+    WholeGroup,
+    admitted_limit,
+)
+
+
+class EtaAdmission:
+    """AReaL's rule in its code form, and `max_concurrent_rollouts`."""
+
+    staleness_samples = 0
+
+    def __init__(self, eta: float | None, max_concurrent: int | None):
+        self.eta, self.max_concurrent = eta, max_concurrent
+
+    def capacity(self, r) -> int:
+        if r.draining:
+            return 0  # a draining weight update admits nothing new
+        cap = math.inf
+        if self.max_concurrent is not None:
+            cap = self.max_concurrent - r.running_groups
+        if self.eta is not None:
+            cap = min(cap, admitted_limit(self.eta, r.syncs, r.admit_unit) - (r.accepted_groups + r.running_groups))
+        if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
+            cap = 4 * r.batch_groups - r.running_groups
+        return max(0, int(cap))
+
+    def launched(self, r) -> None:
+        pass
+
+    def synced(self, r) -> None:
+        pass
+
+    def taken(self, r) -> None:
+        pass
+
+
+class VerlAdmission:
+    """verl's rollouter: pause while staleness_samples >= max_required_samples or the queue is full.
+
+    verl 0.9.1 verl/experimental/fully_async_policy/fully_async_rollouter.py: max_required_samples =
+    int(required_samples x (staleness_threshold + 1) x trigger_parameter_sync_step), the queue holds
+    max_required_samples, and max_concurrent_samples = min(replicas x 16, max_required_samples).
+    """
+
+    def __init__(self, admit_unit: int, staleness_threshold: float, max_concurrent: int | None):
+        # At most (1 + s) x trigger x require_batches x ppo_mini_batch_size groups per version.
+        self.max_required = int(admit_unit * (1 + staleness_threshold))
+        self.max_concurrent = max_concurrent
+        self.staleness_samples = 0  # groups started this version + those in flight or queued at the sync
+
+    def capacity(self, r) -> int:
+        if r.draining:
+            return 0
+        if len(r.buffer) >= self.max_required:
+            return 0
+        conc = self.max_concurrent or min(16 * len(r.engines), self.max_required)
+        return max(0, min(self.max_required - self.staleness_samples, conc - r.running_groups))
+
+    def launched(self, r) -> None:
+        self.staleness_samples += 1
+
+    def synced(self, r) -> None:
+        """verl's reset_staleness: what is in flight or queued counts toward the new version."""
+        self.staleness_samples = r.running_groups + len(r.buffer)
+        r.sync_marks.append((r.env.now, r.groups_started, self.staleness_samples))
+
+    def taken(self, r) -> None:
+        r.wake_rollout()  # a slot in verl's queue freed
+
+
+class DropStale:
+    """rlsim's `drop_stale` option: a buffered group older than eta versions is dropped, not trained."""
+
+    def __init__(self, eta: float):
+        self.eta = eta
+
+    def expire(self, r) -> None:
+        pass
+
+    def screen(self, r, new: list[Group]) -> list[Group]:
+        keep = []
+        version = r.env.policy_version
+        for g in new:
+            if version - min(s.oldest_version for s in g.samples) > self.eta:
+                g.taken_s = r.env.now
+                r.dropped_stale += len(g.samples)
+                r.discard_group(g, Reason.STALE)
+                r.accepted_groups -= 1  # a rejected group frees its admission slot (AReaL)
+            else:
+                keep.append(g)
+        if len(keep) < len(new):
+            r.wake_rollout()
+        return keep
+
+
+def fully_async_policies(scenario) -> RolloutPolicies:
+    spec, algo = scenario.schedule, scenario.algorithm
+    if spec.verl_rule:
+        admit_unit = spec.consumer_groups(algo) * spec.trigger_parameter_sync_step
+        admission = VerlAdmission(admit_unit, spec.staleness_threshold, spec.max_concurrent_rollouts)
+    else:
+        admission = EtaAdmission(spec.eta, spec.max_concurrent_rollouts)
+    expiry = DropStale(spec.eta) if spec.eta is not None and spec.drop_stale else NoExpiry()
+    return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry,
+                           QueueOrder() if spec.verl_rule else OldestFirst())
+
+
+class FullyAsyncSchedule(AsyncRolloutSchedule):
+    def __init__(self, scenario, env):
+        super().__init__(scenario, env, fully_async_policies(scenario))
+        self.verl = self.spec.verl_rule
