@@ -140,7 +140,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
         env = self.env
         start = env.now
         yield env.timeout(self.switch_to_generate_time() + self.switch.engine_start_s)
-        self._busy("actor", "actor", "switch", start)
+        self.mark_busy("actor", "actor", "switch", start)
         self._activate()
         self._to_rollout.append(env.now - start)
         timing["timing_s/switch_to_rollout"] = env.now - start
@@ -173,7 +173,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
             self.submit(s)
         back = env.now
         yield env.timeout(self.switch_to_train_time())
-        self._busy("actor", "actor", "switch", back)
+        self.mark_busy("actor", "actor", "switch", back)
         self._to_trainer.append(env.now - start)
         timing["timing_s/switch_to_trainer"] = env.now - start
 
