@@ -58,7 +58,8 @@ class AsyncRolloutSchedule(RLSchedule):
         self._buffer_checked = (-1, 0)  # (policy version, n): the first n buffered groups were fresh at it
         self.rollout_version = 0
         self.syncs = 0  # weight pushes so far: the version index the admission rule counts in
-        # Neither framework drops stale samples (both bound staleness at admission); `drop_stale` opts in.
+        # Neither framework drops stale samples (both bound staleness at admission); `drop_stale` opts in
+        # (the expiry policy then drops them).
         self.drop_stale = spec.drop_stale
         self._rollout_wake = None
         self._trainer_wake = None
@@ -96,6 +97,7 @@ class AsyncRolloutSchedule(RLSchedule):
         self._wake("_rollout_wake")
 
     def wake_trainer(self) -> None:
+        """Let the trainer look at the buffer again."""
         self._wake("_trainer_wake")
 
     def _least_loaded(self):
