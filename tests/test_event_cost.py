@@ -193,10 +193,10 @@ def test_engines_report_every_load_change(monkeypatch, data):
     prefill end, a request's end); a change they failed to report shows as a stale leaf after some event."""
     import importlib
 
-    import rlsim.sim.schedules.fully_async as fully_async
+    import rlsim.sim.schedules.async_rollout as async_rollout
 
     simulate_module = importlib.import_module("rlsim.sim.simulate")  # (the package exports a function of that name)
-    monkeypatch.setattr(fully_async, "LeastLoaded", CheckedLeastLoaded)
+    monkeypatch.setattr(async_rollout, "LeastLoaded", CheckedLeastLoaded)
     monkeypatch.setattr(simulate_module, "SimEnvironment", CheckingEnvironment)
     monkeypatch.setattr(CheckedLeastLoaded, "made", [])
     CheckingEnvironment.events = 0

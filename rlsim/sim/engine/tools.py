@@ -224,7 +224,7 @@ class ToolRunner:
         self.tools: dict[str, ToolSpec] = dict(spec.tools)
         self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
         rng: np.random.Generator = env.rng  # type: ignore[attr-defined]
-        # One attempt's fate, each tool's latency law read once.
+        # One attempt's result, each tool's latency law read once.
         draws = {t: _attempt_drawer(s, s.latency.sampler(), rng) for t, s in self.tools.items()}
         # What a call needs of its tool, read from the specs once: a pydantic model defines __getattr__, so
         # each read of a field takes the interpreter's generic attribute lookup.
@@ -325,7 +325,7 @@ class ToolRunner:
 
 def _attempt_drawer(spec: ToolSpec, latency: Callable[[np.random.Generator], float],
                     rng: np.random.Generator) -> Callable[[], tuple[Outcome, float]]:
-    """A tool's attempt draw: its fate, drawn once its slot is granted, as (outcome, seconds it holds the slot).
+    """A tool's attempt draw: its result, drawn once its slot is granted, as (outcome, seconds it holds the slot).
 
     `latency` is `spec.latency.sampler()`, built once per tool. A closure rather than a
     functools.partial: calling a partial enters the function through C and a fresh interpreter frame.
