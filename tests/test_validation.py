@@ -163,7 +163,7 @@ def test_pr116_same_process_rows_are_the_transition_weight_parts():
     from rlsim.sim.costs.transition import engine_load_time, fsdp_gather_time
     from rlsim.tools.reproduce.validation_sync import pr116_same_process_rows
 
-    rows = pr116_same_process_rows({"Qwen2.5-3B": 1.0, "Qwen2.5-7B": 1.0, "Llama-3-8B": 1.0})
+    rows = pr116_same_process_rows({"Qwen2.5-3B": (1.0, 1.0), "Qwen2.5-7B": (1.0, 1.0), "Llama-3-8B": (1.0, 1.0)})
     l40s = load_profile("l40s")
     for row, preset in zip(rows[::2], ("qwen2.5-3b", "qwen2.5-7b", "llama-3-8b"), strict=True):
         m = ModelShape(**resolve_preset(preset))

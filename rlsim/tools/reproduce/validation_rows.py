@@ -140,6 +140,6 @@ def published_breakdown_rows() -> list[dict]:
     from rlsim.tools.reproduce.validation_sync import checkpoint_engine_rows, pr116_same_process_rows
 
     nccl = verl_pr116_rows()
-    by_model = {name: row["simulated"] for (name, _), row in zip(VERL_PR116_NCCL, nccl, strict=True)}
+    by_model = {name: (pub, row["simulated"]) for (name, pub), row in zip(VERL_PR116_NCCL, nccl, strict=True)}
     return [*step_breakdown_rows(), sglang_blog_row(), verl_cuda_graph_row(), *nccl,
             *pr116_same_process_rows(by_model), *checkpoint_engine_rows(), infersim_row(), vllm_blog_row()]

@@ -26,11 +26,9 @@ def _first_step(scenario: str, overrides: list[str]):
     return res.measured_steps.iloc[0], res.scenario
 
 
-def pr116_same_process_rows(nccl_simulated: dict[str, float]) -> list[dict]:
-    """Gather + load of the colocated transition, and its ratio to rlsim's NCCL sync (`nccl_simulated` by model)."""
-    from rlsim.tools.reproduce.validation_rows import VERL_PR116_NCCL
-
-    nccl_published = dict(VERL_PR116_NCCL)
+def pr116_same_process_rows(nccl: dict[str, tuple[float, float]]) -> list[dict]:
+    """Gather + load of the colocated transition, and its ratio to the NCCL sync (`nccl`: model -> published,
+    rlsim's seconds)."""
     rows = []
     for name, preset, published in VERL_PR116_SAME_PROCESS:
         step, scn = _first_step("verl-pr116-fsdp-vllm-l20.yaml", [f"models.policy.preset={preset}"])
@@ -40,7 +38,7 @@ def pr116_same_process_rows(nccl_simulated: dict[str, float]) -> list[dict]:
         rows.append({"name": f"verl PR #116 {name} FSDP+vLLM same-process weight sync, 8xL20 TP4 (s)",
                      "quantity": "absolute", "published": published, "simulated": sim, **common})
         rows.append({"name": f"verl PR #116 same process / NCCL, {name}", "quantity": "ratio",
-                     "published": published / nccl_published[name], "simulated": sim / nccl_simulated[name],
+                     "published": published / nccl[name][0], "simulated": sim / nccl[name][1],
                      **common})
     return rows
 
