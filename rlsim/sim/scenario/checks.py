@@ -17,6 +17,7 @@ from rlsim.sim.csv_inputs import CsvInputError, read_length_trace, read_lengths_
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.scenario.errors import Problem
 from rlsim.sim.scenario.liveness import check_agent, check_progress
+from rlsim.sim.scenario.option_checks import agent_option_problems
 from rlsim.sim.scenario.schema import (
     EmpiricalLength,
     FixedLength,
@@ -44,6 +45,7 @@ def check_scenario(scn: Scenario) -> list[Problem]:
         max_tokens = prompt_max + response_max if prompt_max and response_max else None
     _check_environments(scn, problems)
     problems += check_agent(scn, prompt_max, _check_length)
+    problems += agent_option_problems(scn)
     problems += check_progress(scn)
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
     return problems

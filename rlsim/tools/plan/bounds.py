@@ -14,10 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlsim.sim.api import Scenario
-from rlsim.sim.costs.generation import decode_step_time
-from rlsim.sim.costs.training import training_flops
-from rlsim.sim.workload import sample_lengths
+from rlsim.sim.api import Scenario, decode_step_time, sample_lengths, training_flops
 
 _SAMPLE = 4096
 

@@ -110,8 +110,7 @@ def decode_shape_rows() -> list[dict]:
     The smooth-roofline form was chosen on Vidur's A100 profile (fitted); Frontier's H800 profile
     was not looked at when choosing it (predicted).
     """
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.generation import linear_layers_time
+    from rlsim.sim.api import ModelShape, linear_layers_time, resolve_preset
 
     rows = []
     a100, h800 = load_profile("a100-80gb"), load_profile("h800")
@@ -137,9 +136,7 @@ def decode_shape_rows() -> list[dict]:
 
 def small_batch_decode_rows() -> list[dict]:
     """Small-batch decode step times (SGLang PR #1401, SGLang on A30, Lambda Labs vLLM): engine kinds' sources."""
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.engine_kinds import engine_overheads
-    from rlsim.sim.costs.generation import decode_step_time
+    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
 
     h100, a30 = load_profile("h100-sxm"), load_profile("a30")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))

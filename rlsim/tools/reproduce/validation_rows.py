@@ -49,9 +49,7 @@ def sglang_blog_row() -> dict:
     Assumed (the blog's setup is not in docs/sources.md): decode-bound offline serving at 256 running
     sequences (SGLang's usual cap) with a mean context of 1,000 tokens; output tokens per second.
     """
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.engine_kinds import engine_overheads
-    from rlsim.sim.costs.generation import decode_step_time
+    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
 
     a100 = load_profile("a100-80gb")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))
@@ -90,8 +88,7 @@ def verl_pr116_rows() -> list[dict]:
     The same-process column is scored by validation_sync.py (the colocated transition's gather + load);
     the gloo column is not: rlsim has no model of a collective through host memory.
     """
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.resharding import weight_broadcast_time
+    from rlsim.sim.api import ModelShape, resolve_preset, weight_broadcast_time
 
     hw = load_profile("l40s")
     shapes = {"Qwen2.5-3B": ModelShape(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936,
