@@ -202,9 +202,7 @@ def distserve_intercept_finding() -> dict:
     config.json (40 layers, hidden 5120, 40 heads, vocabulary 50,272, tied embeddings); its plain MLP of
     20,480 is entered as the gated MLP of the same parameter count (FFN 13,653).
     """
-    from rlsim.sim.api import ModelShape
-    from rlsim.sim.costs.engine_kinds import engine_overheads
-    from rlsim.sim.costs.generation import decode_step_time
+    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads
 
     a100 = load_profile("a100-80gb")
     opt = ModelShape(layers=40, hidden=5120, heads=40, kv_heads=40, ffn=13653, vocab=50272, tied_embeddings=True)

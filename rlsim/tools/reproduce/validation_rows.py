@@ -122,9 +122,7 @@ def vllm_blog_row() -> dict:
     vllm-0.3's step overhead was fitted to this blog (provenance.FITTED): the row is fitted. Light load is
     taken as one running sequence with a 512-token context (as the batch-1 rows of the engine kinds).
     """
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.engine_kinds import engine_overheads
-    from rlsim.sim.costs.generation import decode_step_time
+    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
 
     h100 = load_profile("h100-sxm")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))
