@@ -230,7 +230,8 @@ def test_roll_has_no_verl_sync_knobs():
     data["schedule"] = {"kind": "roll", "trigger_parameter_sync_step": 2}
     with pytest.raises(ScenarioError) as exc:
         parse_scenario(data, source="test")
-    assert exc.value.lines() == ["test: schedule.trigger_parameter_sync_step: unknown key"]
+    assert exc.value.lines() == ["test: schedule.trigger_parameter_sync_step: unknown key for roll (only fully-async, "
+                                 "verl-v1 use it)"]
 
 
 # ---------------------------------------------------------------- AReaL unchanged

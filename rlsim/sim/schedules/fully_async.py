@@ -25,7 +25,6 @@ from rlsim.sim.schedules.inflight import token_staleness
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
-from rlsim.sim.workload import sample_lengths
 
 
 class FullyAsyncSchedule(RLSchedule):
@@ -127,9 +126,9 @@ class FullyAsyncSchedule(RLSchedule):
         agent = scn.workload.agent
         size = self.group_launch_size()
         if agent is not None:
-            prompt = int(sample_lengths(scn.workload.prompt_length, 1, env.rng)[0])
+            prompt = int(scn.workload.prompt_length.sample(env.rng, 1)[0])
             g.pending = size
-            for turns in sample_lengths(agent.turns, size, env.rng):
+            for turns in agent.turns.sample(env.rng, size):
                 s = Sample(len(self.samples_all), g, prompt, 0)
                 self.samples_all.append(s)
                 self.collector.sample_started(s.sid, None, prompt, env.now)

@@ -27,7 +27,7 @@ from rlsim.sim.schedules.gpu_locks import GpuLocks
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.lora import adapter_view, serve_adapter, store_sync_time, sync_bytes, update_kwargs
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
-from rlsim.sim.workload import LengthSampler, sample_lengths
+from rlsim.sim.workload import LengthSampler
 
 
 @dataclass
@@ -217,7 +217,7 @@ class RLSchedule(Schedule):
             bound += 10 * self.weight_sync_time()
         if agent is not None:
             for tool in scn.environments.tools.values():
-                per_try = tool.timeout_s or getattr(tool.latency, "max", None) or getattr(tool.latency, "value", None)
+                per_try = tool.timeout_s or min(tool.latency.maximum(), MAX_SECONDS)
                 bound += MAX_TURNS * tool.max_attempts * ((per_try or MAX_SECONDS) + sum(tool.backoff_s))
         return bound
 
@@ -225,8 +225,8 @@ class RLSchedule(Schedule):
         """Multi-turn trajectories, each sticky to one engine; returns (prompt, trained tokens - prompt)."""
         scn, env = self.scenario, self.env
         agent = scn.workload.agent
-        prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
-        turns = sample_lengths(agent.turns, len(prompt), env.rng)
+        prompt = np.repeat(scn.workload.prompt_length.sample(env.rng, n_prompts), samples_per_prompt)
+        turns = agent.turns.sample(env.rng, len(prompt))
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         trajs, procs, last = [], [], {}  # last: trajectory id -> the request its latest turn ran as
 

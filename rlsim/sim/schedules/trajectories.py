@@ -17,7 +17,6 @@ import numpy as np
 
 from rlsim.sim.engine.request import Request
 from rlsim.sim.sampling import weighted_index_sampler
-from rlsim.sim.workload import length_sampler
 
 OUTCOMES = ("completed", "failed", "aborted", "dropped")
 
@@ -79,7 +78,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None)
     new_tokens = traj.prompt_tokens
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
     pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
-    turn_tokens, submit, key = length_sampler(tokens_per_turn), engine.submit, ("traj", traj.tid)
+    turn_tokens, submit, key = tokens_per_turn.sampler(), engine.submit, ("traj", traj.tid)
     next_rid = env.next_request_id
     for turn in range(traj.turns_planned):
         if traj.cancelled:
