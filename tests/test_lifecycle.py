@@ -73,11 +73,13 @@ CASES = {
         "ppo_mini_batch_size": 4}},
 }
 # sha256 (first 16 hex digits) of each case's whole trace (_trace), recorded on the code in which ROLL
-# subclassed the fully-async schedule and overrode its private hooks (commit 176b466).
+# subclassed the fully-async schedule and overrode its private hooks (commit 176b466). The two agentic
+# cases were re-recorded once the composition had matched them, when a finished trajectory started being
+# scored like a single-turn sample (test_agentic_samples_are_scored_before_they_complete).
 BEFORE = {
-    "roll-agentic": "1958c6963cb0740e",
+    "roll-agentic": "9ff88ee65a24d442",
     "roll-single": "843e2f6f4170995e",
-    "areal-agentic-drop-stale": "19d3126742f38e1c",
+    "areal-agentic-drop-stale": "9bd27a5775edde32",
     "areal-single-drop-stale-abort": "73526104da606ff1",
     "verl-single": "68f8442a468116f3",
 }
@@ -208,3 +210,18 @@ def test_no_schedule_overrides_a_private_method_of_another():
                 found += [f"{c.__name__}.{name} overrides {b.__name__}'s" for b in c.__mro__[1:]
                           if name in b.__dict__ and b.__module__ != c.__module__]
     assert found == []
+
+
+@pytest.mark.parametrize("name", ["roll-agentic", "areal-agentic-drop-stale"])
+def test_agentic_samples_are_scored_before_they_complete(name):
+    """A finished trajectory waits for its rule reward like a single-turn sample: a slow reward slows the run."""
+    def end_time(reward_s: float) -> float:
+        data = CASES[name]()
+        data["algorithm"]["rule_reward_s_per_sample"] = reward_s
+        data["algorithm"]["rule_reward_workers"] = 1
+        scn = parse_scenario(data, source=name)
+        env = SimEnvironment(scn.seed)
+        env.run(until=env.process(build_schedule(scn, env).run()))
+        return env.now
+
+    assert end_time(20.0) > end_time(0.0) + 20.0

@@ -169,9 +169,9 @@ class AsyncRolloutSchedule(RLSchedule):
         s.generated = t.generated
         s.observation_tokens = t.observation_tokens
         s.version_tokens = dict(t.version_tokens)
-        if s.state is RUNNING:
-            advance(s, t.state, t.reason)
-        if s.state is not COMPLETED:
+        if s.state is RUNNING and t.state is not COMPLETED:
+            advance(s, t.state, t.reason)  # a finished trajectory stays running until it is scored
+        if s.state is not RUNNING:
             self.tokens_discarded += t.generated  # failed or aborted: its decoding is wasted
             self.collector.sample_discarded(s.sid, s.state, s.reason)
         self._sample_finished(s)
