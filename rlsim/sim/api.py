@@ -13,7 +13,9 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   `HardwareProfile`, `profile_numeric_fields`, `resolve_preset`, `preset_names`, `ModelShape`; bounded YAML
   reading (`read_text_bounded`, `parse_yaml`, `YamlInputError`).
 - Scenario sections the tools build on: schedule specs and aliases, `PoolSpec`, `RoleName`, `Strict`,
-  `placement_rows`, `LengthLaw`, `sample_lengths`, `profile_override_fields`.
+  `placement_rows`, `LengthLaw` (a calibration block's length law), `profile_override_fields`;
+  length and latency distributions draw their own values (`sample`, `sampler`, `minimum`, `maximum`,
+  `expectation`).
 - Pure costs, for pricing one operation outside a run: decode/prefill/serving, linear layers, training
   passes and FLOPs, resharding and weight broadcast, engine kinds and their overheads.
 - Results: `measured_window`, `clip_to_window`.
@@ -66,7 +68,6 @@ _WHERE = {
     "canonical_name": "rlsim.sim.scenario.schema.schedule",
     "placement_rows": "rlsim.sim.scenario.placement",
     "LengthLaw": "rlsim.sim.scenario.calibration",
-    "sample_lengths": "rlsim.sim.workload",
     # pure cost functions (calibration, planning bounds and reproductions price single operations)
     "ENGINE_KINDS": "rlsim.sim.costs.engine_kinds",
     "engine_overheads": "rlsim.sim.costs.engine_kinds",
