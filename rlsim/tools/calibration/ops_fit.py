@@ -110,7 +110,7 @@ class MemoryCurve:
     """A memory-bound operator: fixed cost, then its bytes at the on-chip (below the knee) or HBM efficiency."""
 
     eta: float  # share of HBM bandwidth once the operands no longer fit on chip
-    eta_cache: float  # the same, below the knee (operands served from L2)
+    eta_cache: float  # the same below the knee (operands served from L2, which may beat HBM: can pass 1)
     t0_s: float
     knee_bytes: float
     p: float  # sharpness of the knee
@@ -195,20 +195,21 @@ def _fit_gemm(rows: DenseRows, peak: float, bw: float, sms: int) -> GemmCurve:
 
 
 def _fit_memory(rows: DenseRows, bw: float, cache_bytes: float) -> MemoryCurve:
-    """Five parameters on relative error; the knee within a factor 8 of the L2 cache's size."""
+    """Five parameters on relative error; the knee within a factor 8 of the L2 cache's size (the on-chip efficiency
+    may pass 1: L2 serves more bytes per second than HBM)."""
     y, w = rows.measured_ms, _weights(rows.measured_ms)
 
     def curve(x) -> MemoryCurve:
-        return MemoryCurve(float(_sigmoid(x[1])), float(_sigmoid(x[2])), float(np.exp(x[0])),
+        return MemoryCurve(float(_sigmoid(x[1])), float(np.exp(x[2])), float(np.exp(x[0])),
                            float(cache_bytes * np.exp(x[3])), float(np.exp(x[4])))
 
     def residuals(x):
         with np.errstate(over="ignore", divide="ignore"):
             return w * np.log(curve(x).time_ms(rows.elements, bw) / y)
 
-    lo = [-np.inf, -np.inf, -np.inf, -np.log(8.0), np.log(0.5)]
-    hi = [np.inf, np.inf, np.inf, np.log(8.0), np.log(20.0)]
-    x0 = np.array([np.log(2e-6), 0.0, 1.0, 0.0, np.log(2.0)])
+    lo = [-np.inf, -np.inf, np.log(0.05), -np.log(8.0), np.log(0.5)]
+    hi = [np.inf, np.inf, np.log(10.0), np.log(8.0), np.log(20.0)]
+    x0 = np.array([np.log(2e-6), 0.0, np.log(0.7), 0.0, np.log(2.0)])
     return curve(least_squares(residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05, max_nfev=200).x)
 
 
