@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.results.lifecycle import SampleState
 from rlsim.sim.scenario.loader import parse_scenario
 from rlsim.sim.schedules import build_schedule
 from rlsim.sim.simulate import simulate
@@ -84,7 +85,7 @@ def test_redundancy_trains_exactly_group_size_per_group():
     n = 4
     trained_groups = {}
     for s in sched.samples_all:
-        if s.trained_version is not None and s.fate == "completed":
+        if s.trained_version is not None and s.state is SampleState.TRAINED:
             trained_groups.setdefault(s.group.gid, []).append(s)
     assert trained_groups
     assert all(len(v) <= n for v in trained_groups.values())
@@ -107,7 +108,7 @@ def test_dynamic_sampling_drops_and_replaces_groups():
                        "max_additional_running_prompts": 4}))
     assert sched.filtered_groups > 0
     assert sum(r["samples"] for r in sched.step_rows) > 0
-    dropped = [s for s in sched.samples_all if s.fate == "dropped"]
+    dropped = [s for s in sched.samples_all if s.state is SampleState.DROPPED]
     assert dropped and all(s.reason in ("filtered: all rewards equal", "expired") for s in dropped)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import rlsim.sim.costs.training as batching
 from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.results.lifecycle import SampleState
 from rlsim.sim.scenario.errors import ScenarioError
 from rlsim.sim.scenario.loader import parse_scenario
 from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
@@ -109,14 +110,14 @@ def test_verl_staleness_threshold_caps_samples_per_weight_version(threshold, tri
         windows.append((t, first, carried))
     bound_reached = False
     for k, (_, first, carried) in enumerate(windows):
-        end = windows[k + 1][1] if k + 1 < len(windows) else sched._next_gid
+        end = windows[k + 1][1] if k + 1 < len(windows) else sched.groups_started
         started = end - first
         assert carried + started <= cap, (k, carried, started, cap)
         bound_reached |= carried + started == cap
     assert bound_reached  # the cap, not something else, is what limits admission
     # The schedule's own running count agrees at every start; stale samples are never dropped.
     assert max(c for _, _, c in sched.admission_log) <= cap
-    assert sched.dropped_stale == 0 and sched.max_required == cap
+    assert sched.dropped_stale == 0 and sched.admission.max_required == cap
 
 
 def test_verl_threshold_is_a_fraction_not_versions():
@@ -230,7 +231,8 @@ def test_roll_has_no_verl_sync_knobs():
     data["schedule"] = {"kind": "roll", "trigger_parameter_sync_step": 2}
     with pytest.raises(ScenarioError) as exc:
         parse_scenario(data, source="test")
-    assert exc.value.lines() == ["test: schedule.trigger_parameter_sync_step: unknown key"]
+    assert exc.value.lines() == ["test: schedule.trigger_parameter_sync_step: unknown key for roll (only fully-async, "
+                                 "verl-v1 use it)"]
 
 
 # ---------------------------------------------------------------- AReaL unchanged
@@ -250,7 +252,7 @@ def test_areal_admission_rule_holds_at_every_start():
         version = sum(1 for r in sched.step_rows if "timing_s/sync_rollout_weights" in r and r["end_s"] <= t)
         started = gid + 1
         dropped_before = sum(1 for g in groups if g.gid < gid and g.taken_s is not None and g.taken_s <= t
-                             and all(s.fate == "dropped" for s in g.samples))
+                             and all(s.state is SampleState.DROPPED for s in g.samples))
         assert started - dropped_before <= (eta + version + 1) * prompts + 1e-9
     assert max(sched.staleness_values) <= eta
 
@@ -264,8 +266,8 @@ def test_areal_bounds_staleness_at_admission_only_and_trains_every_finished_samp
     eta, prompts = 1, 4
     sched = run(scenario(steps=5, prompts=prompts, sigma=1.2, max_head_offpolicyness=eta))
     assert not sched.drop_stale and sched.dropped_stale == 0
-    fates = {s.fate for g in groups_of(sched) for s in g.samples}
-    assert "dropped" not in fates
+    states = {s.state for g in groups_of(sched) for s in g.samples}
+    assert SampleState.DROPPED not in states
     assert max(sched.staleness_values) > eta  # the same run with drop_stale: true keeps every sample <= eta
     for t, gid, _ in sched.admission_log:  # admission still obeys the rule (nothing frees a slot early)
         version = sum(1 for r in sched.step_rows if "timing_s/sync_rollout_weights" in r and r["end_s"] <= t)

@@ -174,7 +174,7 @@ def test_the_readme_one_module_schedule_runs_and_keeps_the_contract(monkeypatch)
         def rollout(self, step, timing):
             algo = self.scenario.algorithm
             start = self.env.now
-            prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt)
+            prompt, response = yield from self.generate_batch(algo.prompts_per_step, algo.samples_per_prompt)
             timing["timing_s/gen"] = self.env.now - start
             return Batch(prompt, response, [r.rid for r in self.last_batch])
 

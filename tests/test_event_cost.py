@@ -16,7 +16,6 @@ from golden_hashes import golden_in_tests, hash_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlsim.sim.costs.environment import sample_latency
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.engine.request import Request
@@ -35,7 +34,6 @@ from rlsim.sim.scenario.schema import (
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.trajectories import pick_tool
 from rlsim.sim.simulate import simulate
-from rlsim.sim.workload import sample_length, sample_lengths
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTIC = yaml.safe_load((ROOT / "scenarios/agentic/tool-latency-base.yaml").read_text())
@@ -195,10 +193,10 @@ def test_engines_report_every_load_change(monkeypatch, data):
     prefill end, a request's end); a change they failed to report shows as a stale leaf after some event."""
     import importlib
 
-    import rlsim.sim.schedules.fully_async as fully_async
+    import rlsim.sim.schedules.async_rollout as async_rollout
 
     simulate_module = importlib.import_module("rlsim.sim.simulate")  # (the package exports a function of that name)
-    monkeypatch.setattr(fully_async, "LeastLoaded", CheckedLeastLoaded)
+    monkeypatch.setattr(async_rollout, "LeastLoaded", CheckedLeastLoaded)
     monkeypatch.setattr(simulate_module, "SimEnvironment", CheckingEnvironment)
     monkeypatch.setattr(CheckedLeastLoaded, "made", [])
     CheckingEnvironment.events = 0
@@ -239,9 +237,9 @@ def test_scalar_draws_are_the_array_draws(seed):
     for _ in range(2000):
         assert pick_tool(mix, a) == names[int(b.choice(len(names), p=weights / weights.sum()))]
         for dist in lengths:
-            assert sample_length(dist, a) == int(sample_lengths(dist, 1, b)[0])
+            assert dist.sampler()(a) == int(dist.sample(b, 1)[0])
         for dist in latencies:
-            assert sample_latency(dist, a) == float(sample_latency(dist, b, 1)[0])
+            assert dist.sampler()(a) == float(dist.sample(b, 1)[0])
     assert a.random() == b.random()
 
 
@@ -259,9 +257,9 @@ def test_written_out_draws_are_numpys_bit_for_bit(seed, mean, sigma, median, low
     a, b = np.random.default_rng(seed), np.random.default_rng(seed)
     for _ in range(50):
         for dist in laws_len:
-            assert sample_length(dist, a) == int(sample_lengths(dist, 1, b)[0])
+            assert dist.sampler()(a) == int(dist.sample(b, 1)[0])
         for dist in laws_s:
-            assert sample_latency(dist, a) == float(sample_latency(dist, b, 1)[0])
+            assert dist.sampler()(a) == float(dist.sample(b, 1)[0])
     assert a.random() == b.random()
 
 

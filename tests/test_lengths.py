@@ -26,12 +26,8 @@ from rlsim.sim.scenario.schema import (
 )
 from rlsim.sim.workload import (
     LengthSampler,
-    max_length,
     max_lengths,
     sample_group_lengths,
-    sample_lengths,
-    sample_lognormal,
-    stage_at,
 )
 from rlsim.tools.cli import app
 
@@ -91,12 +87,12 @@ def test_default_path_is_bit_identical_to_the_old_sampling(tmp_path):
                 r_old = _old_sample_lengths(wl.response_length, 32 * 8, old)
                 assert np.array_equal(p, p_old) and np.array_equal(r, r_old)
                 assert p.dtype == r.dtype == np.int64
-            assert np.array_equal(sample_lengths(wl.response_length, 50, new), _old_sample_lengths(
+            assert np.array_equal(wl.response_length.sample(new, 50), _old_sample_lengths(
                 wl.response_length, 50, old))
 
 
 def test_sample_lognormal_reports_no_wrong_answers_without_wrong_fraction():
-    lengths, wrong = sample_lognormal(lognormal(), 10, 4, 0, np.random.default_rng(0))
+    lengths, wrong = lognormal().sample_shaped(np.random.default_rng(0), 10, 4, 0)
     assert lengths.shape == wrong.shape == (40,) and not wrong.any()
 
 
@@ -106,7 +102,7 @@ def test_sample_lognormal_reports_no_wrong_answers_without_wrong_fraction():
 def test_truncated_fraction_sets_the_mass_at_the_cap_and_the_body_lies_below():
     n, f, cap = 40_000, 0.05, 4096
     dist = lognormal(mean=1500.0, sigma=0.8, max=cap, truncated_fraction=f)
-    x = sample_lengths(dist, n, np.random.default_rng(1))
+    x = dist.sample(np.random.default_rng(1), n)
     hit = x == cap
     assert abs(hit.mean() - f) < 4 * math.sqrt(f * (1 - f) / n)
     body = x[~hit]
@@ -117,16 +113,14 @@ def test_truncated_fraction_sets_the_mass_at_the_cap_and_the_body_lies_below():
         want = N.cdf((math.log(q + 0.5) - mu) / 0.8) / N.cdf((math.log(cap) - mu) / 0.8)
         assert abs((body <= q).mean() - want) < 0.01, q
     # Without truncated_fraction the law is clipped: ~4.8% at the cap for these parameters, not 1%.
-    clipped = sample_lengths(lognormal(mean=1500.0, sigma=0.8, max=cap), n, np.random.default_rng(1))
+    clipped = lognormal(mean=1500.0, sigma=0.8, max=cap).sample(np.random.default_rng(1), n)
     assert abs((clipped == cap).mean() - (1 - N.cdf((math.log(cap) - mu) / 0.8))) < 0.005
-    one = sample_lengths(lognormal(mean=1500.0, sigma=0.8, max=cap, truncated_fraction=0.01), n,
-                         np.random.default_rng(1))
+    one = lognormal(mean=1500.0, sigma=0.8, max=cap, truncated_fraction=0.01).sample(np.random.default_rng(1), n)
     assert abs((one == cap).mean() - 0.01) < 0.003
 
 
 def test_truncated_fraction_zero_puts_nothing_at_the_cap():
-    x = sample_lengths(lognormal(mean=3000.0, sigma=1.0, max=4096, truncated_fraction=0.0), 20_000,
-                       np.random.default_rng(2))
+    x = lognormal(mean=3000.0, sigma=1.0, max=4096, truncated_fraction=0.0).sample(np.random.default_rng(2), 20_000)
     assert x.max() < 4096
 
 
@@ -167,7 +161,7 @@ def test_group_correlation_truncates_hard_groups_together():
 
 def test_wrong_answers_are_longer_and_the_overall_mean_stays():
     dist = lognormal(wrong_fraction=0.4, wrong_length_ratio=3.0, sigma=0.4)
-    x, wrong = sample_lognormal(dist, 50_000, 1, 0, np.random.default_rng(5))
+    x, wrong = dist.sample_shaped(np.random.default_rng(5), 50_000, 1, 0)
     assert abs(wrong.mean() - 0.4) < 0.01
     assert abs(x[wrong].mean() / x[~wrong].mean() - 3.0) < 0.06
     assert abs(x.mean() / 2000.0 - 1) < 0.01
@@ -178,7 +172,7 @@ def test_wrong_answers_are_longer_and_the_overall_mean_stays():
 def test_wrong_answers_take_most_of_the_truncation():
     dist = lognormal(mean=1500.0, sigma=0.6, max=6000, wrong_fraction=0.3, wrong_length_ratio=3.0,
                      truncated_fraction=0.05)
-    x, wrong = sample_lognormal(dist, 40_000, 1, 0, np.random.default_rng(6))
+    x, wrong = dist.sample_shaped(np.random.default_rng(6), 40_000, 1, 0)
     hit = x == 6000
     assert abs(hit.mean() - 0.05) < 0.005
     assert wrong[hit].mean() > 0.9 and x[~hit].max() < 6000
@@ -196,14 +190,14 @@ AREAL_STAGES = [  # AReaL v0.1: 8k stage 5.7k -> 4.1k, ~6.2k at the end of the 1
 
 def test_stage_at_interpolates_within_a_stage_and_holds_after_the_ramp():
     dist = lognormal(mean=1000.0, max=4096, mean_schedule=AREAL_STAGES)
-    assert stage_at(dist, 0) == (5700, 8192)
-    assert stage_at(dist, 50) == (4900, 8192)
-    assert stage_at(dist, 120) == (4100, 8192)
-    assert stage_at(dist, 150) == (6200, 16384)
-    assert stage_at(dist, 10**6) == (7100, 24576)
+    assert dist.stage_at(0) == (5700, 8192)
+    assert dist.stage_at(50) == (4900, 8192)
+    assert dist.stage_at(120) == (4100, 8192)
+    assert dist.stage_at(150) == (6200, 16384)
+    assert dist.stage_at(10**6) == (7100, 24576)
     late = lognormal(mean=1000.0, max=4096, mean_schedule=[{"from_step": 10, "mean": 3000}])
-    assert stage_at(late, 9) == (1000, 4096) and stage_at(late, 10) == (3000, 4096)
-    assert max_length(dist) == 24576 and max_length(late) == 4096
+    assert late.stage_at(9) == (1000, 4096) and late.stage_at(10) == (3000, 4096)
+    assert dist.maximum() == 24576 and late.maximum() == 4096
 
 
 def test_per_step_mean_follows_the_schedule():

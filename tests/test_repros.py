@@ -21,8 +21,8 @@ from rlsim.sim.hardware import profiles_dir
 from rlsim.sim.results.ledger import GpuLedger, OverbookedPool
 from rlsim.sim.scenario.errors import ScenarioError
 from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.scenario.schema.lengths import _cap_threshold
 from rlsim.sim.simulate import simulate
-from rlsim.sim.workload import _cap_threshold
 from rlsim.tools.cli import app
 
 REPROS = Path(__file__).parent / "repros"

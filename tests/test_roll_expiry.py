@@ -48,7 +48,7 @@ def test_expired_groups_are_never_trained_and_are_reported_discarded(alpha):
             assert s.group.start_version >= s.trained_version - math.ceil(alpha)
     for s in expired:
         rec = collector.samples[s.sid]
-        assert rec.fate == "discarded" and "expired" in rec.discarded and rec.trained_version is None
+        assert rec.fate == "discarded" and rec.reason == "expired" and rec.trained_version is None
 
 
 def test_expiry_discards_tokens_and_accounting_still_closes():

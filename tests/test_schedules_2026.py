@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlsim.sim.results.lifecycle import SampleState
 from rlsim.sim.scenario.loader import load_scenario
 from rlsim.sim.simulate import simulate
 
@@ -296,9 +297,9 @@ def test_lending_never_loses_a_sample():
     sched = _lends()
     assert sched.moved > 0  # sequences were running on the lent GPUs when the trainer took them back
     for s in sched.samples_all:  # only the off-policy bound drops samples; a move loses none
-        if s.fate in ("aborted", "dropped"):
+        if s.state in (SampleState.ABORTED, SampleState.DROPPED):
             assert s.reason in ("stale", "in flight at end of run"), (s.sid, s.reason)
-        if s.finished and s.fate == "completed":  # every finished sequence generated its whole response
+        if s.finished and s.state in (SampleState.COMPLETED, SampleState.TRAINED):  # the whole response generated
             assert s.generated == s.response_tokens
             assert sum(s.version_tokens.values()) == s.generated
     trained = sum(1 for s in sched.samples_all if s.trained_version is not None)
@@ -316,7 +317,7 @@ def test_colocate_async_takes_turns_on_the_same_gpus_and_resumes_partial_rollout
     resumed = [s for s in sched.samples_all if s.trained_version is not None and len(s.version_tokens) > 1]
     assert resumed  # ... continue under the next weights and are trained
     assert all(s.reason in ("stale", "in flight at end of run") for s in sched.samples_all  # only the bound drops
-               if s.fate in ("aborted", "dropped"))
+               if s.state in (SampleState.ABORTED, SampleState.DROPPED))
 
 
 # ---------------------------------------------------------------- tail re-sharding
@@ -388,7 +389,7 @@ def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
     steps = sched.collector.step_rows
     assert [r["resplit/applied"] for r in steps] == [int(r["apply"]) for r in sched.resplit_log]
     for s in sched.samples_all:  # a move back to training loses no sample
-        assert s.fate != "aborted" or s.reason == "in flight at end of run"
+        assert s.state is not SampleState.ABORTED or s.reason == "in flight at end of run"
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlsim.sim.costs.environment import attempt_outcome, backoff_delay, sample_latency, worst_case_call_s
+from rlsim.sim.costs.environment import attempt_outcome, backoff_delay, worst_case_call_s
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.tools import EnvironmentPool, ToolResult, ToolRunner
 from rlsim.sim.scenario.schema import (
@@ -86,29 +86,29 @@ def test_worst_case_matches_asearcher_search() -> None:
 def test_lognormal_median_and_cap() -> None:
     rng = np.random.default_rng(1)
     dist = LognormalSeconds(kind="lognormal", median=2.97, sigma=0.8)
-    x = sample_latency(dist, rng, 20_000)
+    x = dist.sample(rng, 20_000)
     assert abs(np.median(x) / 2.97 - 1) < 0.05
-    capped = sample_latency(LognormalSeconds(kind="lognormal", median=2.97, sigma=0.8, max=13.9), rng, 20_000)
+    capped = LognormalSeconds(kind="lognormal", median=2.97, sigma=0.8, max=13.9).sample(rng, 20_000)
     assert capped.max() <= 13.9 and (capped == 13.9).any()
-    one = sample_latency(dist, rng)
+    one = dist.sampler()(rng)
     assert isinstance(one, float) and one > 0
 
 
 def test_fixed_and_uniform_latency() -> None:
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state
-    assert sample_latency(_fixed(3.0), rng) == 3.0
+    assert _fixed(3.0).sampler()(rng) == 3.0
     assert rng.bit_generator.state == state  # fixed latencies draw nothing
-    u = sample_latency(UniformSeconds(kind="uniform", min=1.0, max=2.0), rng, 1000)
+    u = UniformSeconds(kind="uniform", min=1.0, max=2.0).sample(rng, 1000)
     assert u.min() >= 1.0 and u.max() <= 2.0
     with pytest.raises(ValueError, match="min"):
-        sample_latency(UniformSeconds(kind="uniform", min=3.0, max=2.0), rng)
+        UniformSeconds(kind="uniform", min=3.0, max=2.0)
 
 
 def test_empirical_latency_resamples_column(tmp_path) -> None:
     path = tmp_path / "lat.csv"
     path.write_text("seconds,other\n1.5,0\n2.5,0\n9.0,0\n")
-    x = sample_latency(EmpiricalSeconds(kind="empirical", path=str(path)), np.random.default_rng(0), 500)
+    x = EmpiricalSeconds(kind="empirical", path=str(path)).sample(np.random.default_rng(0), 500)
     assert set(np.unique(x)) == {1.5, 2.5, 9.0}
 
 

@@ -30,8 +30,8 @@ def test_a_stall_after_progress_is_bounded_by_the_longest_step(monkeypatch):
         return real(self) if self.env.rl_step < 2 else 0
 
     monkeypatch.setattr(FullyAsyncSchedule, "capacity", capacity)
-    monkeypatch.setattr(FullyAsyncSchedule, "_take_batch",
-                        lambda self, _orig=FullyAsyncSchedule._take_batch: None if self.env.rl_step >= 2
+    monkeypatch.setattr(FullyAsyncSchedule, "take_batch",
+                        lambda self, _orig=FullyAsyncSchedule.take_batch: None if self.env.rl_step >= 2
                         else _orig(self))
     scn = load_scenario(ROOT / "scenarios/async/areal-1.5b-h800.yaml",
                         ["steps=4", "warmup_steps=0", "algorithm.prompts_per_step=8"])

@@ -10,7 +10,15 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   problems), `MAX_CSV_BYTES` (the bound on a read).
 - Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
-  `HardwareProfile`, `resolve_preset`, `preset_names`, `ModelShape`.
+  `HardwareProfile`, `profile_numeric_fields`, `resolve_preset`, `preset_names`, `ModelShape`; bounded YAML
+  reading (`read_text_bounded`, `parse_yaml`, `YamlInputError`).
+- Scenario sections the tools build on: schedule specs and aliases, `PoolSpec`, `RoleName`, `Strict`,
+  `placement_rows`, `LengthLaw` (a calibration block's length law), `profile_override_fields`;
+  length and latency distributions draw their own values (`sample`, `sampler`, `minimum`, `maximum`,
+  `expectation`).
+- Pure costs, for pricing one operation outside a run: decode/prefill/serving, linear layers, training
+  passes and FLOPs, resharding and weight broadcast, engine kinds and their overheads.
+- Results: `measured_window`, `clip_to_window`.
 """
 
 from __future__ import annotations
@@ -42,6 +50,40 @@ _WHERE = {
     "resolve_preset": "rlsim.sim.model_shapes",
     "preset_names": "rlsim.sim.model_shapes",
     "ModelShape": "rlsim.sim.model_shapes",
+    "profile_numeric_fields": "rlsim.sim.hardware",
+    "YamlInputError": "rlsim.sim.yaml_input",
+    "parse_yaml": "rlsim.sim.yaml_input",
+    "read_text_bounded": "rlsim.sim.yaml_input",
+    # scenario models and names the tools build on (the plan space, sweeps, sensitivity)
+    "FullyAsyncSpec": "rlsim.sim.scenario.schema",
+    "OneStepOffSpec": "rlsim.sim.scenario.schema",
+    "RollSpec": "rlsim.sim.scenario.schema",
+    "ScheduleSpec": "rlsim.sim.scenario.schema",
+    "PoolSpec": "rlsim.sim.scenario.schema",
+    "RoleName": "rlsim.sim.scenario.schema",
+    "Strict": "rlsim.sim.scenario.schema",
+    "profile_override_fields": "rlsim.sim.scenario.schema",
+    "PLACEMENT_ALIASES": "rlsim.sim.scenario.schema.schedule",
+    "SCHEDULE_ALIASES": "rlsim.sim.scenario.schema.schedule",
+    "canonical_name": "rlsim.sim.scenario.schema.schedule",
+    "placement_rows": "rlsim.sim.scenario.placement",
+    "LengthLaw": "rlsim.sim.scenario.calibration",
+    # pure cost functions (calibration, planning bounds and reproductions price single operations)
+    "ENGINE_KINDS": "rlsim.sim.costs.engine_kinds",
+    "engine_overheads": "rlsim.sim.costs.engine_kinds",
+    "decode_step_time": "rlsim.sim.costs.generation",
+    "linear_layers_time": "rlsim.sim.costs.generation",
+    "prefill_time": "rlsim.sim.costs.generation",
+    "serving_itl": "rlsim.sim.costs.generation",
+    "reshard_bytes_per_gpu": "rlsim.sim.costs.resharding",
+    "reshard_redundant_bytes_per_gpu": "rlsim.sim.costs.resharding",
+    "reshard_time": "rlsim.sim.costs.resharding",
+    "weight_broadcast_time": "rlsim.sim.costs.resharding",
+    "train_pass_time": "rlsim.sim.costs.training",
+    "training_flops": "rlsim.sim.costs.training",
+    # results
+    "clip_to_window": "rlsim.sim.results.metrics",
+    "measured_window": "rlsim.sim.results.metrics",
 }
 
 __all__ = sorted(_WHERE)

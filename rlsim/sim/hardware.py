@@ -183,3 +183,8 @@ def load_profile(name: str) -> HardwareProfile:
         known = available_profiles()
         raise KeyError(f"unknown hardware profile {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})")
     return load_profile_file(path)
+
+
+def profile_numeric_fields() -> tuple[str, ...]:
+    """The profile's numeric fields in declaration order: each one needs a source (for writers of profiles)."""
+    return _NUMERIC_FIELDS

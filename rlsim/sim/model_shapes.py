@@ -103,12 +103,17 @@ PRESETS: dict[str, dict] = {
     "llama-3-70b": _p(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256),
     "qwen2.5-0.5b": _p(layers=24, hidden=896, heads=14, kv_heads=2, ffn=4864, vocab=151936, tied_embeddings=True),
     "qwen2.5-1.5b": _p(layers=28, hidden=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936, tied_embeddings=True),
+    "qwen2.5-3b": _p(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936, tied_embeddings=True),
     "qwen2.5-7b": _p(layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064),
     "qwen2.5-14b": _p(layers=48, hidden=5120, heads=40, kv_heads=8, ffn=13824, vocab=152064),
     "qwen2.5-32b": _p(layers=64, hidden=5120, heads=40, kv_heads=8, ffn=27648, vocab=152064),
     "qwen2.5-72b": _p(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=29568, vocab=152064),
     "qwen3-30b-a3b": _p(
         layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=768, vocab=151936,
+        num_experts=128, experts_per_token=8,
+    ),
+    "qwen3-235b-a22b": _p(
+        layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn=1536, vocab=151936,
         num_experts=128, experts_per_token=8,
     ),
 }

@@ -19,6 +19,7 @@ import pandas as pd
 from rlsim.sim.engine.environment import ReferenceEnvironment, SimEnvironment, kernel_choice
 from rlsim.sim.engine.gc_tuning import fewer_collections
 from rlsim.sim.results.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
+from rlsim.sim.results.lifecycle import WASTED_OUTCOMES
 from rlsim.sim.results.metrics import summarize
 from rlsim.sim.scenario.schema import Scenario
 from rlsim.sim.schedules import build_schedule
@@ -116,7 +117,7 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     timeline = env.ledger.to_frame()
     summary = summarize(scenario, steps, timeline, collector.staleness_values())
     summary.update(collector.token_totals)
-    summary.update(collector.outcome_counts())
+    summary.update(collector.trajectory_counts())
     samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
     tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
@@ -173,6 +174,6 @@ def _waste(trajs: pd.DataFrame, timeline: pd.DataFrame) -> dict:
     gen = timeline[timeline["phase"] == "generate"]
     gen_gpu_s = float(((gen["end_s"] - gen["start_s"]) * gen["gpus"]).sum())
     decoded = float(trajs["generated_tokens"].sum())
-    wasted = float(trajs.loc[trajs["outcome"].isin(["aborted", "failed", "dropped"]), "generated_tokens"].sum())
+    wasted = float(trajs.loc[trajs["outcome"].isin(WASTED_OUTCOMES), "generated_tokens"].sum())
     share = wasted / decoded if decoded else 0.0
     return {"wasted_generation_fraction": share, "wasted_generation_gpu_s": share * gen_gpu_s}

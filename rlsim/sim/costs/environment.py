@@ -1,92 +1,16 @@
-"""Environment (tool / sandbox / search API) costs: latency draws, retry backoff, attempt outcomes.
+"""Environment (tool / sandbox / search API) costs: retry backoff, attempt outcomes, the worst case of a call.
 
-Pure functions of a distribution and the run's generator, so the SimPy side (rlsim/sim/engine/tools.py)
-only decides *when* things happen. Lognormal latencies are given by their median because that is
-what benchmarks of search servers and sandboxes report (docs/sources.md §7).
+Pure functions, so the SimPy side (rlsim/sim/engine/tools.py) only decides *when* things happen. The
+latency of an attempt is drawn by the scenario's latency distribution itself (`sampler()` of the
+*Seconds classes in rlsim/sim/scenario/schema/environments.py, through rlsim/sim/sampling.py).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from functools import cache
-from typing import Any, Literal, overload
-
-import numpy as np
-
-from rlsim.sim.csv_inputs import read_seconds_csv
-from rlsim.sim.sampling import lognormal_sampler, uniform_sampler
-
-# Latency distributions are the scenario's (rlsim.sim.scenario.schema *Seconds models), told apart by
-# their `kind` tag: costs/ stays below the scenario package and never imports it.
-LatencyDistribution = Any
+from collections.abc import Sequence
+from typing import Literal
 
 Outcome = Literal["ok", "failed", "timeout"]
-
-
-@cache
-def _empirical_seconds(path: str, column: str) -> np.ndarray:
-    """One read per (file, column) per process: a long run draws thousands of latencies from it."""
-    values = np.asarray(read_seconds_csv(path, column), dtype=float)  # the parser validation used
-    values.setflags(write=False)  # shared by every caller through the cache
-    return values
-
-
-@overload
-def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: None = None) -> float: ...
-@overload
-def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int) -> np.ndarray: ...
-
-
-def sample_latency(dist: LatencyDistribution, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
-    """Seconds of one attempt (a float when n is None, else an array of n); fixed latencies draw nothing.
-
-    One attempt is drawn as a scalar, which consumes the generator exactly as a size-1 array does
-    (same value, same stream) at a fraction of the cost: an agentic run draws one per tool attempt.
-    """
-    if n is None:
-        return _one_latency(dist, rng)
-    if dist.kind == "fixed":
-        x = np.full(n, float(dist.value))
-    elif dist.kind == "uniform":
-        if dist.min > dist.max:
-            raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
-        x = rng.uniform(dist.min, dist.max, size=n)
-    elif dist.kind == "lognormal":
-        x = rng.lognormal(math.log(dist.median), dist.sigma, size=n)
-        if dist.max is not None:
-            x = np.minimum(x, dist.max)
-    elif dist.kind == "empirical":
-        x = rng.choice(_empirical_seconds(dist.path, dist.column), size=n, replace=True)
-    else:
-        raise TypeError(f"unknown latency distribution {type(dist).__name__}")
-    return x
-
-
-def _one_latency(dist: LatencyDistribution, rng: np.random.Generator) -> float:
-    return latency_sampler(dist)(rng)
-
-
-def latency_sampler(dist: LatencyDistribution) -> Callable[[np.random.Generator], float]:
-    """`sample_latency(dist, .)` with the distribution read once: for a tool drawing one per attempt.
-
-    Each returned function consumes the generator exactly as `sample_latency(dist, rng)` does.
-    The uniform and lognormal laws are numpy's, bit for bit (rlsim/sim/sampling.py).
-    """
-    kind = dist.kind
-    if kind == "fixed":
-        value = float(dist.value)
-        return lambda rng: value
-    if kind == "uniform":
-        if dist.min > dist.max:
-            raise ValueError(f"uniform latency: min ({dist.min}) must be <= max ({dist.max})")
-        return uniform_sampler(dist.min, dist.max)
-    if kind == "lognormal":
-        return lognormal_sampler(math.log(dist.median), dist.sigma, dist.max)
-    if kind == "empirical":
-        path, column = dist.path, dist.column
-        return lambda rng: float(rng.choice(_empirical_seconds(path, column)))
-    raise TypeError(f"unknown latency distribution {type(dist).__name__}")
 
 
 def attempt_outcome(latency_s: float, failed: bool, timeout_s: float | None) -> tuple[Outcome, float]:

@@ -29,9 +29,8 @@ import numpy as np
 import pandas as pd
 import simpy
 
-from rlsim.sim.costs.environment import Outcome, attempt_outcome, backoff_delay, latency_sampler
+from rlsim.sim.costs.environment import Outcome, attempt_outcome, backoff_delay
 from rlsim.sim.scenario.schema import EnvironmentsSpec, EnvPoolSpec, ToolSpec
-from rlsim.sim.workload import length_sampler
 
 TOOL_STATS_COLUMNS = [
     "calls", "ok_calls", "failed_calls", "attempts", "failed_attempts", "timeouts",
@@ -225,13 +224,13 @@ class ToolRunner:
         self.tools: dict[str, ToolSpec] = dict(spec.tools)
         self._stats: dict[str, _ToolStats] = {t: _ToolStats() for t in self.tools}
         rng: np.random.Generator = env.rng  # type: ignore[attr-defined]
-        # One attempt's fate, each tool's latency law read once.
-        draws = {t: _attempt_drawer(s, latency_sampler(s.latency), rng) for t, s in self.tools.items()}
+        # One attempt's result, each tool's latency law read once.
+        draws = {t: _attempt_drawer(s, s.latency.sampler(), rng) for t, s in self.tools.items()}
         # What a call needs of its tool, read from the specs once: a pydantic model defines __getattr__, so
         # each read of a field takes the interpreter's generic attribute lookup.
         self._plans = {t: (self.pools[s.pool], draws[t], self._stats[t], s.max_attempts, s.backoff_s)
                        for t, s in self.tools.items()}
-        self._observations = {t: length_sampler(s.observation_tokens) for t, s in self.tools.items()}
+        self._observations = {t: s.observation_tokens.sampler() for t, s in self.tools.items()}
         # Pools that charge a start-up, in name order (the others cost nothing and take no slot).
         self.cold_start_pools = [n for n in sorted(self.pools) if self.pools[n].spec.cold_start_s > 0]
 
@@ -326,9 +325,9 @@ class ToolRunner:
 
 def _attempt_drawer(spec: ToolSpec, latency: Callable[[np.random.Generator], float],
                     rng: np.random.Generator) -> Callable[[], tuple[Outcome, float]]:
-    """A tool's attempt draw: its fate, drawn once its slot is granted, as (outcome, seconds it holds the slot).
+    """A tool's attempt draw: its result, drawn once its slot is granted, as (outcome, seconds it holds the slot).
 
-    `latency` is `latency_sampler(spec.latency)`, built once per tool. A closure rather than a
+    `latency` is `spec.latency.sampler()`, built once per tool. A closure rather than a
     functools.partial: calling a partial enters the function through C and a fresh interpreter frame.
     """
     failure_prob, timeout_s = spec.failure_prob, spec.timeout_s

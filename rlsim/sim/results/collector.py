@@ -12,6 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rlsim.sim.results.lifecycle import (
+    COMPLETED,
+    DISCARDED,
+    OUTCOME,
+    OUTCOMES,
+    RUNNING,
+    TERMINAL,
+    TRAINED,
+    SampleLife,
+    SampleState,
+)
+
 PER_STEP = "per-step"  # an amount of this step alone: summed over steps
 CUMULATIVE = "cumulative"  # a running total since the start: its last value is the run's
 LABEL = "label"  # identifies or describes the step: never aggregated by adding
@@ -94,40 +106,6 @@ def column_unit(name: str) -> str:
     return "s" if name.startswith(TIMING_PREFIX) else STEP_COLUMNS[name].unit
 
 
-@dataclass(eq=False)
-class SampleRecord:
-    """One sample's life: started, maybe finished, then trained, discarded, or still in flight at the end."""
-
-    sample_id: int
-    step: int | None
-    prompt_tokens: int
-    arrival_s: float
-    engine: str | None = None
-    response_tokens: int = 0
-    admitted_s: float | None = None
-    finished_s: float | None = None
-    preemptions: int = 0
-    oldest_version: int | None = None
-    newest_version: int | None = None
-    trained_step: int | None = None
-    trained_version: int | None = None
-    discarded: str | None = None  # why, when discarded
-
-    @property
-    def fate(self) -> str:
-        if self.trained_version is not None:
-            return "trained"
-        if self.discarded is not None:
-            return "discarded"
-        return "finished" if self.finished_s is not None else "in_flight"
-
-    @property
-    def staleness(self) -> float:
-        if self.trained_version is None:
-            return float("nan")
-        return self.trained_version - (self.oldest_version or 0)
-
-
 SAMPLE_COLUMNS = [
     "sample_id", "step", "engine", "prompt_tokens", "response_tokens", "arrival_s", "admitted_s",
     "finished_s", "preemptions", "oldest_version", "newest_version", "staleness", "fate",
@@ -149,7 +127,7 @@ class RunCollector:
 
     def __init__(self) -> None:
         self.step_rows: list[dict] = []
-        self.samples: dict[int, SampleRecord] = {}
+        self.samples: dict[int, SampleLife] = {}
         self.trained_order: list[int] = []  # sample ids in the order they were trained
         self.trajectory_rows: list[tuple] = []
         self.token_totals: dict[str, int] = {}
@@ -173,7 +151,7 @@ class RunCollector:
     def sample_started(self, sample_id: int, step: int | None, prompt_tokens: int, arrival_s: float) -> None:
         if sample_id in self.samples:
             raise ValueError(f"sample {sample_id} started twice")
-        self.samples[sample_id] = SampleRecord(sample_id, step, prompt_tokens, arrival_s)
+        self.samples[sample_id] = SampleLife(sample_id, step, prompt_tokens, arrival_s)
 
     def sample_finished(self, sample_id: int, request, response_tokens: int | None = None,
                         versions: dict[int, int] | None = None) -> None:
@@ -186,18 +164,23 @@ class RunCollector:
         rec.preemptions = request.preemptions
         rec.oldest_version = min(versions) if versions else None
         rec.newest_version = max(versions) if versions else None
+        if rec.state is RUNNING or rec.state is COMPLETED:  # finished unless its request never did
+            rec.state = COMPLETED if rec.finished_s is not None else RUNNING
 
     def sample_trained(self, sample_id: int, step: int, version: int) -> None:
         rec = self.samples[sample_id]
-        if rec.trained_version is not None or rec.discarded is not None:
+        if rec.state in TERMINAL:
             raise ValueError(f"sample {sample_id} trained after it was {rec.fate}")
-        rec.trained_step, rec.trained_version = step, version
+        rec.trained_step, rec.trained_version, rec.state = step, version, TRAINED
         self.trained_order.append(sample_id)
 
-    def sample_discarded(self, sample_id: int, reason: str) -> None:
+    def sample_discarded(self, sample_id: int, state: SampleState, reason: str) -> None:
+        """It ended failed, aborted or dropped (the first such report counts; a trained sample stays trained)."""
+        if state not in DISCARDED:
+            raise ValueError(f"sample {sample_id}: {state.value} is not a discarded state")
         rec = self.samples[sample_id]
-        if rec.trained_version is None and rec.discarded is None:
-            rec.discarded = reason
+        if rec.state not in TERMINAL:
+            rec.state, rec.reason = state, reason
 
     def staleness_values(self) -> list[float]:
         """Per trained sample, in training order: trainer version - oldest token version."""
@@ -213,21 +196,22 @@ class RunCollector:
 
     # ------------------------------------------------------------------ trajectories, tokens, entities
 
-    def trajectory(self, t, outcome: str | None = None, reason: str | None = None) -> None:
-        """A multi-turn trajectory's end: how far it got and how it ended."""
+    def trajectory(self, t, state: SampleState | None = None, reason: str | None = None) -> None:
+        """A multi-turn trajectory's end: how far it got and how it ended (its sample's state, if it has one)."""
         self.trajectory_rows.append((
             t.tid, t.engine, t.turns, t.turns_planned, t.tool_calls, t.prompt_tokens, t.generated,
-            t.observation_tokens, t.started_s, t.finished_s, outcome or t.outcome or "aborted", reason or t.reason,
+            t.observation_tokens, t.started_s, t.finished_s, OUTCOME[state or t.state], reason or t.reason,
         ))
 
     def tokens(self, generated: int, trained: int, discarded: int) -> None:
         """Asynchronous runs: every generated token is trained, discarded or still in flight."""
         self.token_totals = token_accounting(generated, trained, discarded)
 
-    def outcome_counts(self) -> dict[str, int]:
+    def trajectory_counts(self) -> dict[str, int]:
+        """The `trajectories_<outcome>` summary keys and `trajectories_launched`."""
         if not self.trajectory_rows:
             return {}
-        counts = dict.fromkeys(("completed", "failed", "aborted", "dropped"), 0)
+        counts = dict.fromkeys(OUTCOMES, 0)
         for row in self.trajectory_rows:
             counts[row[10]] += 1
         launched = {"trajectories_launched": len(self.trajectory_rows)}

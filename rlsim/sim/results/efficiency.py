@@ -21,6 +21,7 @@ import pandas as pd
 
 from rlsim.sim.costs.generation import decode_coefficients
 from rlsim.sim.costs.training import forward_flops, training_flops
+from rlsim.sim.results.lifecycle import FATE, TRAINED
 from rlsim.sim.scenario.schema import Scenario
 
 TAIL_FRACTION = 0.25  # "thin": fewer running sequences than this share of the engine's max_num_seqs
@@ -117,7 +118,7 @@ def _training(scn: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame, sample
     measured = steps.loc[~steps["warmup"], "step"].astype(int).tolist()
     if not measured or "step" not in timeline:
         return {}
-    trained = samples[(samples["fate"] == "trained") & samples["step"].isin(measured)]
+    trained = samples[(samples["fate"] == FATE[TRAINED]) & samples["step"].isin(measured)]
     seq = (trained["prompt_tokens"] + trained["response_tokens"]).astype(float)
     sq_by_step = (seq ** 2).groupby(trained["step"]).sum()
     tokens_by_step = steps.set_index("step")["tokens"]

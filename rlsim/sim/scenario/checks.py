@@ -13,17 +13,12 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from rlsim.sim.csv_inputs import CsvInputError, read_length_trace, read_lengths_csv
+from rlsim.sim.csv_inputs import CsvInputError, read_length_trace
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.scenario.errors import Problem
 from rlsim.sim.scenario.liveness import check_agent, check_progress
-from rlsim.sim.scenario.schema import (
-    EmpiricalLength,
-    FixedLength,
-    LognormalLength,
-    Scenario,
-    UniformLength,
-)
+from rlsim.sim.scenario.option_checks import agent_option_problems
+from rlsim.sim.scenario.schema import LengthDistribution, Scenario
 
 TRAINING_ROLES = ("actor", "critic")
 FORWARD_ROLES = ("reference", "reward")
@@ -44,6 +39,7 @@ def check_scenario(scn: Scenario) -> list[Problem]:
         max_tokens = prompt_max + response_max if prompt_max and response_max else None
     _check_environments(scn, problems)
     problems += check_agent(scn, prompt_max, _check_length)
+    problems += agent_option_problems(scn)
     problems += check_progress(scn)
     _check_memory(scn, profiles, sound_roles, prompt_max, response_max, max_tokens, problems)
     return problems
@@ -157,22 +153,15 @@ def _check_algorithm(scn: Scenario, problems: list[Problem]) -> None:
 # ---------------------------------------------------------------- length distributions
 
 
-def _check_length(at: str, dist: object, problems: list[Problem]) -> int | None:
+def _check_length(at: str, dist: LengthDistribution | None, problems: list[Problem]) -> int | None:
     """The largest length `dist` can produce (None when unknown); empirical CSVs are read and checked."""
-    if isinstance(dist, FixedLength):
-        return dist.value
-    if isinstance(dist, UniformLength):
-        return dist.max
-    if isinstance(dist, LognormalLength):
-        return max(dist.caps())
-    if isinstance(dist, EmpiricalLength):
-        try:
-            lengths = read_lengths_csv(dist.path, dist.column)
-        except CsvInputError as exc:
-            problems.append(Problem(f"{at}.{exc.field}", exc.message))
-            return dist.max
-        return min(max(lengths), dist.max) if dist.max is not None else max(lengths)
-    return None
+    if dist is None:
+        return None
+    try:
+        return dist.maximum()
+    except CsvInputError as exc:
+        problems.append(Problem(f"{at}.{exc.field}", exc.message))
+        return None
 
 
 def _check_trace(path: str, problems: list[Problem]) -> tuple[int | None, int | None, int | None]:

@@ -9,23 +9,10 @@ refused here, at validation, with the knob to change, instead of hanging the sim
 
 from __future__ import annotations
 
-import math
-
-from rlsim.sim.csv_inputs import CsvInputError, read_lengths_csv, read_seconds_csv
+from rlsim.sim.csv_inputs import CsvInputError
 from rlsim.sim.limits import MAX_TURNS
 from rlsim.sim.scenario.errors import Problem
-from rlsim.sim.scenario.schema import (
-    EmpiricalLength,
-    EmpiricalSeconds,
-    FixedLength,
-    FixedSeconds,
-    LognormalLength,
-    LognormalSeconds,
-    Scenario,
-    ToolSpec,
-    UniformLength,
-    UniformSeconds,
-)
+from rlsim.sim.scenario.schema import LengthDistribution, Scenario, ToolSpec
 
 # failed trajectories are dropped and relaunched, never trained
 REPLACING_SCHEDULES = ("fully-async", "roll", "verl-v1")
@@ -41,11 +28,10 @@ def check_agent(scn: Scenario, prompt_max: int | None, max_length) -> list[Probl
     problems: list[Problem] = []
     for name, tool in scn.environments.tools.items():
         at = f"environments.tools.{name}"
-        if isinstance(tool.latency, EmpiricalSeconds):
-            try:
-                read_seconds_csv(tool.latency.path, tool.latency.column)
-            except CsvInputError as exc:
-                problems.append(Problem(f"{at}.latency.{exc.field}", exc.message))
+        try:
+            tool.latency.minimum()  # an empirical law reads (and so checks) its file here
+        except CsvInputError as exc:
+            problems.append(Problem(f"{at}.latency.{exc.field}", exc.message))
         max_length(f"{at}.observation_tokens", tool.observation_tokens, problems)
     agent = scn.workload.agent
     if agent is None:
@@ -124,50 +110,23 @@ def _attempt_failure(tool: ToolSpec) -> float:
 
 def _p_slower(tool: ToolSpec, t: float) -> float:
     """P(latency > t) for the tool's latency law (0 when its file is unreadable: reported elsewhere)."""
-    lat = tool.latency
-    if isinstance(lat, FixedSeconds):
-        return float(lat.value > t)
-    if isinstance(lat, UniformSeconds):
-        if lat.max <= t or lat.min > t:
-            return float(lat.min > t)
-        return (lat.max - t) / (lat.max - lat.min)
-    if isinstance(lat, LognormalSeconds):
-        if (lat.max is not None and lat.max <= t) or lat.sigma == 0:
-            return float(min(lat.median, lat.max or lat.median) > t)
-        z = (math.log(t) - math.log(lat.median)) / lat.sigma
-        return 0.5 * math.erfc(z / math.sqrt(2.0))
     try:
-        values = read_seconds_csv(lat.path, lat.column)
+        return tool.latency.p_above(t)
     except CsvInputError:
         return 0.0
-    return sum(v > t for v in values) / len(values)
 
 
 def _min_latency(tool: ToolSpec) -> float | None:
     """The shortest latency an attempt can draw (None: unreadable file, reported elsewhere)."""
-    lat = tool.latency
-    if isinstance(lat, FixedSeconds):
-        return lat.value
-    if isinstance(lat, UniformSeconds):
-        return lat.min
-    if isinstance(lat, LognormalSeconds):
-        return 0.0 if lat.sigma > 0 else min(lat.median, lat.max or lat.median)
     try:
-        return min(read_seconds_csv(lat.path, lat.column))
+        return tool.latency.minimum()
     except CsvInputError:
         return None
 
 
-def _min_turns(dist) -> int:
+def _min_turns(dist: LengthDistribution) -> int:
     """The fewest turns a trajectory can plan (1 when unknown: nothing is refused on a guess)."""
-    if isinstance(dist, FixedLength):
-        return dist.value
-    if isinstance(dist, UniformLength | LognormalLength):
-        return dist.min
-    if isinstance(dist, EmpiricalLength):
-        try:
-            low = min(read_lengths_csv(dist.path, dist.column))
-        except CsvInputError:
-            return 1
-        return min(low, dist.max) if dist.max is not None else low
-    return 1
+    try:
+        return dist.minimum()
+    except CsvInputError:
+        return 1

@@ -106,6 +106,9 @@ def _suggestion(loc: Loc, err: Mapping[str, Any], root: type[BaseModel] | None =
     """': did you mean X?' for a misspelt key or choice (rlsim/sim/suggest.py), else ''."""
     kind = err["type"]
     if kind == "extra_forbidden" and loc:
+        models, _ = _models_at(tuple(err["loc"])[:-1], root)
+        if models:  # the tagged member the input chose (schedule.kind: fully-async): its own keys only
+            return did_you_mean(str(loc[-1]), [name for m in models for name in m.model_fields])
         return did_you_mean(str(loc[-1]), _known_keys(loc[:-1], root))
     if kind == "literal_error":
         choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
@@ -126,23 +129,58 @@ def _known_keys(loc: Loc, root: type[BaseModel] | None = None) -> list[str]:
         return []
     anns: list[Any] = [root]
     for part in loc:
-        nxt: list[Any] = []
-        for ann in anns:
-            for member in _members(ann):
-                if isinstance(member, type) and issubclass(member, BaseModel):
-                    if str(part) in member.model_fields:
-                        nxt.append(member.model_fields[str(part)].annotation)
-                elif typing.get_origin(member) is dict:
-                    nxt.append(typing.get_args(member)[1])
-                elif typing.get_origin(member) is list and isinstance(part, int):
-                    nxt.append(typing.get_args(member)[0])
-        anns = nxt
-    names: list[str] = []
-    for ann in anns:
-        for member in _members(ann):
-            if isinstance(member, type) and issubclass(member, BaseModel):
-                names += list(member.model_fields)
-    return names
+        anns = _step([m for ann in anns for m in _members(ann)], part)
+    return [name for model in _models(anns) for name in model.model_fields]
+
+
+def _step(members: list[Any], part: str | int) -> list[Any]:
+    """The annotations one key (or list index) further down from these types."""
+    nxt: list[Any] = []
+    for member in members:
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            if str(part) in member.model_fields:
+                nxt.append(member.model_fields[str(part)].annotation)
+        elif typing.get_origin(member) is dict:
+            nxt.append(typing.get_args(member)[1])
+        elif typing.get_origin(member) is list and isinstance(part, int):
+            nxt.append(typing.get_args(member)[0])
+    return nxt
+
+
+def _models(anns: list[Any]) -> list[type[BaseModel]]:
+    return [m for ann in anns for m in _members(ann) if isinstance(m, type) and issubclass(m, BaseModel)]
+
+
+def _models_at(raw_loc: Loc, root: type[BaseModel] | None) -> tuple[list[type[BaseModel]], tuple[str, list]]:
+    """The models a mapping at pydantic's `raw_loc` validates as, narrowed to a tagged union's chosen member.
+
+    pydantic writes the tag into the loc (`schedule`, `fully-async`, ...): there the union's members are
+    narrowed to the one whose `kind` is the tag. Returns (models, (tag, the union's other members)); the
+    tag is "" and the list empty where no tag was met ([] models: the path left the schema).
+    """
+    anns: list[Any] = [root] if root is not None else []
+    tagged: tuple[str, list] = ("", [])
+    for part in raw_loc:
+        models = _models(anns)
+        chosen = [m for m in models if "kind" in m.model_fields
+                  and part in typing.get_args(m.model_fields["kind"].annotation)]
+        if chosen and not any(str(part) in m.model_fields for m in models):
+            tagged, anns = (str(part), [m for m in models if m not in chosen]), chosen
+        else:
+            anns = _step([m for ann in anns for m in _members(ann)], part)
+    return (_models(anns), tagged) if tagged[0] else ([], ("", []))
+
+
+def _elsewhere(raw_loc: Loc, root: type[BaseModel] | None) -> str:
+    """' for fully-async (only hybridflow, verl-v1 use it)' when other members of the tagged union take the key."""
+    if not raw_loc:
+        return ""
+    models, (tag, others) = _models_at(raw_loc[:-1], root)
+    takers = [t for m in others if str(raw_loc[-1]) in m.model_fields
+              for t in typing.get_args(m.model_fields["kind"].annotation)]
+    if not models or not takers:
+        return ""
+    return f" for {tag} (only {', '.join(takers)} use{'s' if len(takers) == 1 else ''} it)"
 
 
 def _members(ann: Any) -> list[Any]:
@@ -200,7 +238,7 @@ def _message(err: Mapping[str, Any], root: type[BaseModel] | None = None) -> str
     ctx: Mapping[str, Any] = err.get("ctx") or {}
     got = _show(err.get("input"))
     if kind == "extra_forbidden":
-        return "unknown key"
+        return "unknown key" + _elsewhere(tuple(err["loc"]), root)
     if kind == "missing":
         return "required"
     if kind == "finite_number":

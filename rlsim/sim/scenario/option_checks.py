@@ -40,3 +40,17 @@ def schedule_option_problems(scn: Scenario) -> list[Problem]:
                                     f"while {', '.join(shared)} would run on them: give those roles GPUs of "
                                     "their own"))
     return problems
+
+
+def agent_option_problems(scn: Scenario) -> list[Problem]:
+    """Options that a multi-turn agent workload would otherwise switch off without a word."""
+    if scn.workload.agent is None:
+        return []
+    if scn.schedule.kind == "generation-only":
+        return [Problem("workload.agent", "generation-only pushes single-turn batches through the engines and "
+                        "would ignore the agent's turns and tools: use hybridflow, one-step-off, fully-async or "
+                        "roll for agentic rollouts")]
+    if getattr(scn.schedule, "tail_reshard", None) is not None:
+        return [Problem("schedule.tail_reshard", "tail re-sharding widens engines inside a single-turn rollout; "
+                        "with workload.agent the trajectories' turns would skip it: remove one of the two")]
+    return []

@@ -213,14 +213,15 @@ def colocated_memory(
         ro = scn.roles["rollout"]
         engine = hw.hbm_bytes * ro.engine.gpu_memory_utilization
         shared = 0.0
-        spec = scn.schedule
-        if "actor" in roles and getattr(spec, "reshard", None) == "3d-hybrid-engine":
+        # Schedules whose GPUs never switch roles (rollout apart) have no reshard knob: the default method.
+        reshard = getattr(scn.schedule, "reshard", "3d-hybrid-engine")
+        if "actor" in roles and reshard == "3d-hybrid-engine":
             # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy.
             shared = min(resident.get("actor", 0.0), scn.models[ro.model].weight_bytes_total / ro.parallel.tp)
         elif "actor" in roles:
             actor = scn.roles["actor"]
             training += reshard_redundant_bytes_per_gpu(
-                spec.reshard, scn.models[ro.model].weight_bytes_total, actor.parallel.tp, actor.parallel.pp,
+                reshard, scn.models[ro.model].weight_bytes_total, actor.parallel.tp, actor.parallel.pp,
                 ro.parallel.tp,
             )
         generation = max(generation, states + engine - shared)

@@ -74,8 +74,8 @@ class Schedule(ABC):
             env.rl_step = step
             start = env.now
             self._preemptions = 0
-            outcome = yield from self.run_step(step)
-            self.collector.step(self.step_row(step, start, outcome))
+            produced = yield from self.run_step(step)
+            self.collector.step(self.step_row(step, start, produced))
         yield from self.after_steps()
         if watchdog.is_alive:
             watchdog.interrupt()

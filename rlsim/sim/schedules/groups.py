@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlsim.sim.engine.request import Request
+from rlsim.sim.results.lifecycle import SampleState
 
 
 @dataclass(eq=False)
@@ -22,10 +23,9 @@ class Sample:
     trained_step: int | None = None
     trained_version: int | None = None
     observation_tokens: int = 0  # multi-turn: tool output appended to the context (trained, not generated)
-    outcome: str = "completed"
     trajectory: object | None = None
-    fate: str | None = None  # completed | failed | aborted | dropped, once sealed
-    reason: str = ""
+    state: SampleState = SampleState.RUNNING  # rlsim/sim/results/lifecycle.py
+    reason: str = ""  # why, when discarded
     judged: bool = False
 
     @property

@@ -21,9 +21,9 @@ class HybridFlowSchedule(RLSchedule):
         spec = self.scenario.schedule.tail_reshard
         self.tail = TailResharder(self, spec) if spec is not None and scenario.workload.agent is None else None
 
-    def _generate(self, n_prompts: int, samples_per_prompt: int, on_done=None):
+    def generate_batch(self, n_prompts: int, samples_per_prompt: int, on_done=None):
         if self.tail is None:
-            return (yield from super()._generate(n_prompts, samples_per_prompt, on_done))
+            return (yield from super().generate_batch(n_prompts, samples_per_prompt, on_done))
         return (yield from self.tail.generate(n_prompts, samples_per_prompt, on_done))
 
     def _rollout(self, timing: dict):
@@ -42,7 +42,7 @@ class HybridFlowSchedule(RLSchedule):
             if self.hybrid:
                 yield env.timeout(self._transition(True, timing))
                 self.synced_bytes += self.sync_bytes()
-                self._busy("actor", "actor", "switch", start)
+                self.mark_busy("actor", "actor", "switch", start)
             else:
                 yield from self.broadcast_weights()
         for e in self.engines:
@@ -53,7 +53,7 @@ class HybridFlowSchedule(RLSchedule):
         algo = scn.algorithm
         scoring: list = []
         on_done = self._score_on_finish(scoring) if self.sample_judging else None
-        prompt, response = yield from self._generate(algo.prompts_per_step, algo.samples_per_prompt, on_done)
+        prompt, response = yield from self.generate_batch(algo.prompts_per_step, algo.samples_per_prompt, on_done)
         self.batch_requests = self.last_batch
         timing["timing_s/gen"] = env.now - gen_start
         if self.sample_judging:  # the responses that finished last are still being judged
@@ -63,14 +63,14 @@ class HybridFlowSchedule(RLSchedule):
             locks.release(judging)
         if algo.kind == "remax":
             base_start = env.now
-            yield from self._generate(algo.prompts_per_step, 1)
+            yield from self.generate_batch(algo.prompts_per_step, 1)
             timing["timing_s/gen_max"] = env.now - base_start
         if self.hybrid:
             back = env.now
             actor_only = locks.request(actor_gpus)
             yield env.all_of(actor_only)
             yield env.timeout(self._transition(False, timing))
-            self._busy("actor", "actor", "switch", back)
+            self.mark_busy("actor", "actor", "switch", back)
             timing["timing_s/update_weights"] += env.now - back
             locks.release(actor_only)
         locks.release(held)

@@ -21,7 +21,7 @@ class OneStepOffSchedule(RLSchedule):
 
     def _timed_generate(self, prompts: int, n: int):
         start = self.env.now
-        prompt, response = yield from self._generate(prompts, n)
+        prompt, response = yield from self.generate_batch(prompts, n)
         return prompt, response, self.env.now - start, self.last_batch
 
     def before_steps(self):

@@ -44,15 +44,15 @@ class ResplitSchedule(VerlV1Schedule):
     def rollout_gpus(self, k: int | None = None) -> int:
         return self.scenario.role_gpus("rollout") + (self.generating if k is None else k) * self._engine_gpus
 
-    def _dp(self, name) -> int:
+    def dp_size(self, name) -> int:
         if name == "actor":
             return self.trainer_gpus() // self._unit
-        return super()._dp(name)
+        return super().dp_size(name)
 
-    def _busy(self, group: str, role: str, phase: str, start: float) -> None:
+    def mark_busy(self, group: str, role: str, phase: str, start: float) -> None:
         if group == "actor":  # the actor's busy rows carry the GPUs it trains on now
             self._actor_gpus(self.trainer_gpus())
-        super()._busy(group, role, phase, start)
+        super().mark_busy(group, role, phase, start)
 
     def _actor_gpus(self, n: int) -> None:
         groups = self.env.ledger.groups
@@ -116,7 +116,7 @@ class ResplitSchedule(VerlV1Schedule):
             moved = yield from self.put_to_sleep(leaving)
             self.generating = k
             for s in moved:
-                self._submit(s)
+                self.submit(s)
         start = env.now
         self._actor_gpus(self.trainer_gpus(min(k, self.generating)))
         yield env.timeout(cost)

@@ -21,13 +21,14 @@ from rlsim.sim.costs.transition import to_train as transition_to_train
 from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
+from rlsim.sim.results.lifecycle import COMPLETED
 from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
 from rlsim.sim.schedules.gpu_locks import GpuLocks
 from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.lora import adapter_view, serve_adapter, store_sync_time, sync_bytes, update_kwargs
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
-from rlsim.sim.workload import LengthSampler, sample_lengths
+from rlsim.sim.workload import LengthSampler
 
 
 @dataclass
@@ -96,14 +97,14 @@ class RLSchedule(Schedule):
     def _role(self, name):
         return self.scenario.roles[name]
 
-    def _dp(self, name) -> int:
+    def dp_size(self, name) -> int:
         r = self._role(name)
         return self.scenario.role_gpus(name) // (r.parallel.tp * r.parallel.pp)
 
     def _gpn(self, name) -> int:
         return self.scenario.cluster.pools[self._role(name).pool].gpus_per_node
 
-    def _busy(self, group: str, role: str, phase: str, start: float) -> None:
+    def mark_busy(self, group: str, role: str, phase: str, start: float) -> None:
         self.env.ledger.record(group, role, phase, start, self.env.now, self.env.rl_step, self.env.policy_version)
 
     # ------------------------------------------------------------------ costs of phases
@@ -118,7 +119,7 @@ class RLSchedule(Schedule):
         sched = scn.schedule
         return TransitionSetup(
             model=model, hw=hw, sharding=actor.train.sharding, train_tp=actor.parallel.tp,
-            train_pp=actor.parallel.pp, train_dp=self._dp("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
+            train_pp=actor.parallel.pp, train_dp=self.dp_size("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
             reshard=getattr(sched, "reshard", "3d-hybrid-engine"), engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
             max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
             sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
@@ -147,7 +148,7 @@ class RLSchedule(Schedule):
         fsdp = t.sharding == "fsdp"
         return offload_time(
             self.scenario.models[r.model], role_hardware(self.scenario, r), r.parallel.tp, r.parallel.pp,
-            self._dp(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
+            self.dp_size(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
             shard_params=fsdp, shard_grads=fsdp,
         )
 
@@ -175,7 +176,7 @@ class RLSchedule(Schedule):
         start = env.now
         self.synced_bytes += self.sync_bytes()
         yield env.timeout(self.weight_sync_time())
-        self._busy("actor", "actor", "sync", start)
+        self.mark_busy("actor", "actor", "sync", start)
         for e in self.engines if engines is None else engines:
             env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
         return env.now - start
@@ -188,7 +189,7 @@ class RLSchedule(Schedule):
         if phase.startswith("update_"):
             lora = update_kwargs(model, self.lora) if self.lora is not None and role == "actor" else {}
             return train_pass_time(
-                model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
+                model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
                 self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
                 grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
@@ -196,7 +197,7 @@ class RLSchedule(Schedule):
                 clip_grad_norm=t.clip_grad_norm and t.long_context_costs, **lora,
             )
         return forward_pass_time(
-            model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self._dp(role), t.ppo_max_token_len_per_gpu,
+            model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
             t.balance_batch, t.pass_options(phase, role),
         )
 
@@ -217,7 +218,7 @@ class RLSchedule(Schedule):
             bound += 10 * self.weight_sync_time()
         if agent is not None:
             for tool in scn.environments.tools.values():
-                per_try = tool.timeout_s or getattr(tool.latency, "max", None) or getattr(tool.latency, "value", None)
+                per_try = tool.timeout_s or min(tool.latency.maximum(), MAX_SECONDS)
                 bound += MAX_TURNS * tool.max_attempts * ((per_try or MAX_SECONDS) + sum(tool.backoff_s))
         return bound
 
@@ -225,8 +226,8 @@ class RLSchedule(Schedule):
         """Multi-turn trajectories, each sticky to one engine; returns (prompt, trained tokens - prompt)."""
         scn, env = self.scenario, self.env
         agent = scn.workload.agent
-        prompt = np.repeat(sample_lengths(scn.workload.prompt_length, n_prompts, env.rng), samples_per_prompt)
-        turns = sample_lengths(agent.turns, len(prompt), env.rng)
+        prompt = np.repeat(scn.workload.prompt_length.sample(env.rng, n_prompts), samples_per_prompt)
+        turns = agent.turns.sample(env.rng, len(prompt))
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         trajs, procs, last = [], [], {}  # last: trajectory id -> the request its latest turn ran as
 
@@ -240,23 +241,23 @@ class RLSchedule(Schedule):
             procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t, on_request=track)))
         yield env.all_of(procs)
         self.trajectories.extend(trajs)
-        done = [t for t in trajs if t.outcome == "completed"]
+        done = [t for t in trajs if t.state is COMPLETED]
         self.last_batch = []
         for t in trajs:  # one sample per trajectory, under the id of its last turn's request
             req = last.get(t.tid)
             if req is None:
                 continue  # it ended before its first turn: no sample
             self.collector.sample_started(req.rid, env.rl_step, t.prompt_tokens, t.started_s)
-            if t.outcome == "completed":
+            if t.state is COMPLETED:
                 self.collector.sample_finished(req.rid, req, t.sequence_tokens - t.prompt_tokens, t.version_tokens)
                 self.last_batch.append(req)
             else:
-                self.collector.sample_discarded(req.rid, f"{t.outcome}: {t.reason}")
+                self.collector.sample_discarded(req.rid, t.state, t.reason)
         prompt = np.array([t.prompt_tokens for t in done], dtype=np.int64)
         rest = np.array([t.sequence_tokens - t.prompt_tokens for t in done], dtype=np.int64)
         return prompt, rest
 
-    def _generate(self, n_prompts: int, samples_per_prompt: int, on_done=None):
+    def generate_batch(self, n_prompts: int, samples_per_prompt: int, on_done=None):
         """Sample lengths, dispatch to the engines, wait for all; returns (prompt, response) arrays.
 
         `on_done(event)` is called as each request finishes (sample-level work such as judging).
@@ -305,7 +306,7 @@ class RLSchedule(Schedule):
                 yield from self.judge(seq_lens)
             else:
                 yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
-                self._busy(role, role, "train" if phase.startswith("update_") else "forward", start)
+                self.mark_busy(role, role, "train" if phase.startswith("update_") else "forward", start)
             timing[f"timing_s/{phase}"] = env.now - start
         finally:
             self.gpu_locks.release(held)

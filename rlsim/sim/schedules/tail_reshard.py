@@ -85,7 +85,7 @@ class TailResharder:
     # ------------------------------------------------------------------ the rollout
 
     def generate(self, n_prompts: int, samples_per_prompt: int, on_done=None):
-        """RLSchedule._generate with the tail decision: (prompt, response) arrays."""
+        """RLSchedule.generate_batch with the tail decision: (prompt, response) arrays."""
         sched = self.sched
         env, scn = sched.env, sched.scenario
         prompt, response = sched.lengths(n_prompts, samples_per_prompt, env.rl_step)

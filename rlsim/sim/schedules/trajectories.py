@@ -16,10 +16,8 @@ from functools import cache
 import numpy as np
 
 from rlsim.sim.engine.request import Request
+from rlsim.sim.results.lifecycle import ABORTED, COMPLETED, FAILED, RUNNING, Reason, SampleState
 from rlsim.sim.sampling import weighted_index_sampler
-from rlsim.sim.workload import length_sampler
-
-OUTCOMES = ("completed", "failed", "aborted", "dropped")
 
 
 @dataclass(eq=False, slots=True)
@@ -34,8 +32,8 @@ class Trajectory:
     observation_tokens: int = 0
     turns: int = 0
     tool_calls: int = 0
-    outcome: str | None = None  # one of OUTCOMES once finished
-    reason: str = ""  # failed: "<tool> after <n> attempts"; aborted/dropped: why
+    state: SampleState = RUNNING  # then completed, failed or aborted (rlsim/sim/results/lifecycle.py)
+    reason: str = ""  # failed: "<tool> <how> after <n> attempts"; aborted: why
     version_tokens: dict[int, int] = field(default_factory=dict)
     turn_spans: list[tuple[float, float]] = field(default_factory=list)  # generation turns in time
     engine: str | None = None
@@ -79,7 +77,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None)
     new_tokens = traj.prompt_tokens
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
     pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
-    turn_tokens, submit, key = length_sampler(tokens_per_turn), engine.submit, ("traj", traj.tid)
+    turn_tokens, submit, key = tokens_per_turn.sampler(), engine.submit, ("traj", traj.tid)
     next_rid = env.next_request_id
     for turn in range(traj.turns_planned):
         if traj.cancelled:
@@ -97,7 +95,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None)
         yield req.done
         req.done = None  # the event holds the request as its value: leave no cycle for the collector to find
         if req.aborted:
-            traj.outcome, traj.reason = "aborted", "aborted during generation"
+            traj.state, traj.reason = ABORTED, Reason.MID_GENERATION
             break
         traj.turn_spans.append((start, env.now))
         traj.turns += 1
@@ -115,10 +113,10 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None)
         if traj.cancelled:
             break
         if not result.ok:
-            traj.outcome, traj.reason = "failed", f"{tool} {result.outcome} after {result.attempts} attempts"
+            traj.state, traj.reason = FAILED, f"{tool} {result.outcome} after {result.attempts} attempts"
             break
         new_tokens = result.observation_tokens
-    if traj.outcome is None:
-        traj.outcome = "aborted" if traj.cancelled else "completed"
+    if traj.state is RUNNING:
+        traj.state = ABORTED if traj.cancelled else COMPLETED
     traj.finished_s = env.now
     return traj

@@ -83,9 +83,9 @@ class VerlV1Schedule(FullyAsyncSchedule):
     def capacity(self) -> int:
         return super().capacity() if self._accepting() else 0
 
-    def _submit(self, s) -> None:
+    def submit(self, s) -> None:
         if self._accepting():
-            super()._submit(s)
+            super().submit(s)
         else:
             self.parked.append(s)
 
@@ -140,7 +140,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
         env = self.env
         start = env.now
         yield env.timeout(self.switch_to_generate_time() + self.switch.engine_start_s)
-        self._busy("actor", "actor", "switch", start)
+        self.mark_busy("actor", "actor", "switch", start)
         self._activate()
         self._to_rollout.append(env.now - start)
         timing["timing_s/switch_to_rollout"] = env.now - start
@@ -156,10 +156,10 @@ class VerlV1Schedule(FullyAsyncSchedule):
                 s = self._live.pop(req, None)
                 e.abort(req)
                 if s is not None:
-                    self._absorb(s, req)
+                    self.absorb(s, req)
                     parked.append(s)
         for s in parked:
-            super()._submit(s)
+            super().submit(s)
         self._wake("_rollout_wake")
 
     def _reclaim(self, timing: dict):
@@ -170,10 +170,10 @@ class VerlV1Schedule(FullyAsyncSchedule):
         moved = yield from self.put_to_sleep(self.lendable)
         self.lent = False
         for s in moved:
-            self._submit(s)
+            self.submit(s)
         back = env.now
         yield env.timeout(self.switch_to_train_time())
-        self._busy("actor", "actor", "switch", back)
+        self.mark_busy("actor", "actor", "switch", back)
         self._to_trainer.append(env.now - start)
         timing["timing_s/switch_to_trainer"] = env.now - start
 
@@ -188,7 +188,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
                 s = self._live.pop(req, None)
                 e.abort(req)
                 if s is not None:
-                    self._absorb(s, req)
+                    self.absorb(s, req)
                     moved.append(s)
             e.resume(mode="keep")
         self.moved += len(moved)

@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 from scipy.special import ndtr, ndtri
 
-from rlsim.sim.scenario.calibration import LengthLaw
+from rlsim.sim.api import LengthLaw
 from rlsim.tools.calibration.logs import LoggedRun
 
 # Phases a factor can move, and those compared in the fit (wait_prev_gen, a difference of two
@@ -170,7 +170,7 @@ def _round_sig(x: float, digits: int = 4) -> float:
 
 def start_values(scenario, logged: dict[str, float]) -> dict[str, float]:
     """Each factor the log informs, at the scenario's current value."""
-    from rlsim.sim.costs.engine_kinds import engine_overheads
+    from rlsim.sim.api import engine_overheads
 
     roles, out = scenario.roles, {}
     if "rollout" in roles and roles["rollout"].engine is not None and {"generate", "gen"} & set(logged):

@@ -21,9 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsim.sim.api import HardwareProfile, ModelShape, resolve_preset
-from rlsim.sim.costs.generation import decode_step_time, prefill_time, serving_itl
-from rlsim.sim.costs.training import train_pass_time
+from rlsim.sim.api import (
+    HardwareProfile,
+    ModelShape,
+    decode_step_time,
+    prefill_time,
+    resolve_preset,
+    serving_itl,
+    train_pass_time,
+)
 
 KINDS = ("decode_step", "serving_itl", "prefill", "train")
 COLUMNS = (

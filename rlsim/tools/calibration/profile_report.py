@@ -7,17 +7,17 @@ from pathlib import Path
 
 import yaml
 
-from rlsim.sim.hardware import _NUMERIC_FIELDS, HardwareProfile
+from rlsim.sim.api import HardwareProfile, profile_numeric_fields
 from rlsim.tools.calibration.profile_fit import CalibrationResult
 
-_FIELD_ORDER = ("name", "description", *_NUMERIC_FIELDS)
+_FIELD_ORDER = ("name", "description", *profile_numeric_fields())
 
 
 def write_profile(profile: HardwareProfile, path: str | Path, header: str | None = None) -> Path:
     """Write a profile as YAML loadable by `rlsim.sim.hardware.load_profile_file` (fields in schema order)."""
     data = profile.model_dump(exclude_none=True)
     ordered = {k: data[k] for k in _FIELD_ORDER if k in data}
-    ordered["sources"] = {k: profile.sources[k] for k in _NUMERIC_FIELDS if k in profile.sources}
+    ordered["sources"] = {k: profile.sources[k] for k in profile_numeric_fields() if k in profile.sources}
     text = yaml.safe_dump(ordered, sort_keys=False, width=100, allow_unicode=True)
     if header:
         text = "".join(f"# {line}\n" for line in header.splitlines()) + text

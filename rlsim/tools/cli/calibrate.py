@@ -60,8 +60,7 @@ def calibrate(
         rows = cal.read_measurements(measurements)
         start = load_profile(profile)
     except ValidationError as exc:  # a profile file with a bad number: worded like every scenario field
-        from rlsim.sim.api import model_problems
-        from rlsim.sim.hardware import HardwareProfile
+        from rlsim.sim.api import HardwareProfile, model_problems
 
         fail([f"--profile {profile}: {p.path}: {p.message}" for p in model_problems(exc, None, root=HardwareProfile)])
     except KeyError as exc:
@@ -127,7 +126,7 @@ def _out_folder(out: Path | None) -> None:
 
 def _ops(root: Path | None, gpu: str | None, hold_out: str | None, out: Path | None) -> None:
     """`rlsim calibrate ops DIR --gpu NAME [--hold-out-models M1,M2] [--out OUT]`."""
-    from rlsim.sim.hardware import load_profile
+    from rlsim.sim.api import load_profile
     from rlsim.tools.calibration.ops_data import OpsDataError
     from rlsim.tools.calibration.ops_run import GPU_PROFILES, format_result, run_ops
 

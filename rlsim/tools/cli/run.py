@@ -107,7 +107,7 @@ def validate(scenario: ScenarioArg, set_: SetOption = None) -> None:
     """Check a scenario (schema, references, parallelism, memory) without simulating."""
     from rich.table import Table
 
-    from rlsim.sim.scenario.placement import placement_rows
+    from rlsim.sim.api import placement_rows
 
     scn = load(scenario, set_)
     console.print(f"{scenario}: ok ({scn.name}: {sum(p.gpus for p in scn.cluster.pools.values())} GPUs)")

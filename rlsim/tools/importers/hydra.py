@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from rlsim.sim.yaml_input import YamlInputError, parse_yaml, read_text_bounded
+from rlsim.sim.api import YamlInputError, parse_yaml, read_text_bounded
 from rlsim.tools.importers.common import ImportProblem
 
 _MISSING = "???"

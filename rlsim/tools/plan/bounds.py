@@ -14,10 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlsim.sim.api import Scenario
-from rlsim.sim.costs.generation import decode_step_time
-from rlsim.sim.costs.training import training_flops
-from rlsim.sim.workload import sample_lengths
+from rlsim.sim.api import Scenario, decode_step_time, training_flops
 
 _SAMPLE = 4096
 
@@ -43,8 +40,8 @@ def step_work(scn: Scenario, seed: int = 0) -> StepWork | None:
     if w.agent is not None or w.length_trace is not None:
         return None
     rng = np.random.default_rng(seed)
-    prompts = sample_lengths(w.prompt_length, _SAMPLE, rng).astype(float)
-    responses = sample_lengths(w.response_length, _SAMPLE, rng).astype(float)
+    prompts = w.prompt_length.sample(rng, _SAMPLE).astype(float)
+    responses = w.response_length.sample(rng, _SAMPLE).astype(float)
     return StepWork(scn.algorithm.samples_per_step, float(prompts.mean()), float(responses.mean()),
                     float(responses.max()), float(((prompts + responses) ** 2).mean()))
 

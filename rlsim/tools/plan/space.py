@@ -11,9 +11,17 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlsim.sim.api import Problem, ScenarioError, read_yaml, validation_problems
-from rlsim.sim.scenario.schema import RoleName, Strict
-from rlsim.sim.scenario.schema.schedule import PLACEMENT_ALIASES, SCHEDULE_ALIASES, canonical_name
+from rlsim.sim.api import (
+    PLACEMENT_ALIASES,
+    SCHEDULE_ALIASES,
+    Problem,
+    RoleName,
+    ScenarioError,
+    Strict,
+    canonical_name,
+    read_yaml,
+    validation_problems,
+)
 
 Layout = Literal["colocate", "split", "standalone", "partitions", "disaggregated"]
 Offload = Literal["none", "optimizer", "all"]
@@ -22,7 +30,7 @@ Objective = Literal["throughput", "cost", "time-to-steps"]
 
 def _known_hardware(name: str) -> str:
     """A hardware profile that loads: an unknown name is one line listing the known profiles."""
-    from rlsim.sim.hardware import load_profile
+    from rlsim.sim.api import load_profile
 
     try:
         load_profile(name)

@@ -96,7 +96,7 @@ def busy_by_pool(
     timeline: pd.DataFrame, steps: pd.DataFrame, pool_gpus: Mapping[str, int] | None = None
 ) -> pd.DataFrame:
     """Fraction of each pool's GPU-time per phase, plus `idle`, over the measured window (as metrics.py)."""
-    from rlsim.sim.results.metrics import clip_to_window, measured_window
+    from rlsim.sim.api import clip_to_window, measured_window
 
     if pool_gpus is None:  # only GPUs that some group uses: a pool's unused GPUs are unknown here
         groups = timeline.drop_duplicates("gpu_group")

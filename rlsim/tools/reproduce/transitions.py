@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlsim.sim.api import ModelShape, load_profile, resolve_preset
-from rlsim.sim.costs.resharding import (
+from rlsim.sim.api import (
+    ModelShape,
+    load_profile,
     reshard_bytes_per_gpu,
     reshard_redundant_bytes_per_gpu,
     reshard_time,
+    resolve_preset,
     weight_broadcast_time,
 )
 from rlsim.tools.report.style import legend_outside, save_figure

@@ -49,9 +49,7 @@ def sglang_blog_row() -> dict:
     Assumed (the blog's setup is not in docs/sources.md): decode-bound offline serving at 256 running
     sequences (SGLang's usual cap) with a mean context of 1,000 tokens; output tokens per second.
     """
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.engine_kinds import engine_overheads
-    from rlsim.sim.costs.generation import decode_step_time
+    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
 
     a100 = load_profile("a100-80gb")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))
@@ -87,11 +85,10 @@ def verl_pr116_rows() -> list[dict]:
     use it): a bucketed broadcast of all weights to the 4 engine GPUs. The L20 is taken as the l40s
     profile (same 48 GB GDDR6 at 864 GB/s and PCIe Gen4 x16, no NVLink; NVIDIA datasheets). The 3B
     model is Qwen2.5-3B's shape (config.json); the PR's exact 3B/7B models are assumed Qwen2.5.
-    The same-process column is not a row: rlsim models an in-process sync only as the colocated
-    reshard plus the fixed switch cost (fitted to verl's 450 ms), so there is nothing to predict it with.
+    The same-process column is scored by validation_sync.py (the colocated transition's gather + load);
+    the gloo column is not: rlsim has no model of a collective through host memory.
     """
-    from rlsim.sim.api import ModelShape, resolve_preset
-    from rlsim.sim.costs.resharding import weight_broadcast_time
+    from rlsim.sim.api import ModelShape, resolve_preset, weight_broadcast_time
 
     hw = load_profile("l40s")
     shapes = {"Qwen2.5-3B": ModelShape(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936,
@@ -106,5 +103,38 @@ def verl_pr116_rows() -> list[dict]:
             for name, pub in VERL_PR116_NCCL]
 
 
+def infersim_row() -> dict:
+    """InferSim: SGLang decoding Qwen3-8B FP8 on one H20, 2682 tokens per GPU per second (docs/sources.md §2).
+
+    Generated tokens per second of scenarios/validation/infersim-qwen3-8b-fp8-h20.yaml (its header lists
+    what is assumed: the batch and lengths are not published in docs/sources.md).
+    """
+    res = simulate(load_scenario(shipped_dir("scenarios") / "validation" / "infersim-qwen3-8b-fp8-h20.yaml"))
+    step = res.measured_steps.iloc[0]
+    return {"name": "InferSim Qwen3-8B FP8 H20 SGLang decode throughput (tok/s per GPU)", "source": "infersim",
+            "cite": "docs/sources.md §2", "quantity": "absolute", "published": 2682.0,
+            "simulated": float(step["response_tokens"] / step["timing_s/gen"]) / res.scenario.role_gpus("rollout")}
+
+
+def vllm_blog_row() -> dict:
+    """vLLM v0.6 blog: before v0.6, Llama-3-8B on one H100 emitted a token every 13 ms under light load.
+
+    vllm-0.3's step overhead was fitted to this blog (provenance.FITTED): the row is fitted. Light load is
+    taken as one running sequence with a 512-token context (as the batch-1 rows of the engine kinds).
+    """
+    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
+
+    h100 = load_profile("h100-sxm")
+    l3 = ModelShape(**resolve_preset("llama-3-8b"))
+    return {"name": "vLLM before v0.6 Llama-3-8B H100 decode step under light load (s)", "source": "vllm-v0.6-blog",
+            "cite": "docs/sources.md §2", "quantity": "absolute", "published": 13e-3,
+            "simulated": decode_step_time(l3, h100, 1, 1, 512, overheads=engine_overheads("vllm-0.3", h100))}
+
+
 def published_breakdown_rows() -> list[dict]:
-    return [*step_breakdown_rows(), sglang_blog_row(), verl_cuda_graph_row(), *verl_pr116_rows()]
+    from rlsim.tools.reproduce.validation_sync import checkpoint_engine_rows, pr116_same_process_rows
+
+    nccl = verl_pr116_rows()
+    by_model = {name: (pub, row["simulated"]) for (name, pub), row in zip(VERL_PR116_NCCL, nccl, strict=True)}
+    return [*step_breakdown_rows(), sglang_blog_row(), verl_cuda_graph_row(), *nccl,
+            *pr116_same_process_rows(by_model), *checkpoint_engine_rows(), infersim_row(), vllm_blog_row()]

@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
-from rlsim.sim.api import Problem, ScenarioError
-from rlsim.sim.scenario.schema import PoolSpec, Scenario, profile_override_fields
+from rlsim.sim.api import PoolSpec, Problem, Scenario, ScenarioError, profile_override_fields
 
 DEFAULT_PCT = 20.0
 METRICS = ("throughput_tokens_per_s", "gpu_idle_fraction")

@@ -13,7 +13,7 @@ import math
 
 from pydantic import TypeAdapter, ValidationError
 
-from rlsim.sim.scenario.schema import FullyAsyncSpec, OneStepOffSpec, RollSpec, ScheduleSpec
+from rlsim.sim.api import FullyAsyncSpec, OneStepOffSpec, RollSpec, ScheduleSpec
 
 _SCHEDULE = TypeAdapter(ScheduleSpec)
 # AReaL with eta unbounded: in flight at most 4 x consumer_batch_size (FullyAsyncSpec.max_concurrent_rollouts).

@@ -8,21 +8,21 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from pydantic_core import InitErrorDetails
 
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
-    MAX_BUCKET_MB,
-    MAX_EPOCHS,
     MAX_PROMPTS_PER_STEP,
     MAX_SAMPLES_PER_PROMPT,
     MAX_STEPS,
-    MIN_BUCKET_MB,
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
 from rlsim.sim.scenario.schema.schedule_options import (
+    AsyncBatchOptions,
     AsyncRolloutOptions,
-    ResplitSpec,
+    HybridSwitchOptions,
     SwitchSpec,
+    SyncDispatchOptions,
     TailReshardSpec,
     TrainingOptions,
+    WeightSyncOptions,
 )
 
 # ---------------------------------------------------------------- schedule
@@ -64,16 +64,19 @@ def _canonical_kind(value):
 
 
 
-class GenerationOnlySpec(Strict):
+class _Tagged(Strict):
+    """The tag first: a spec's `kind` leads its option groups' fields (the schema, scenario.resolved.yaml)."""
+
+    kind: str
+
+
+class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
     """Each step pushes one batch of prompts through the rollout engines; no training."""
 
     kind: Literal["generation-only"]
-    dispatch: Literal["round-robin", "chunked", "least-loaded"] = Field(
-        default="chunked", description="How samples are split across engines (verl: chunked by DP rank)"
-    )
 
 
-class HybridFlowSpec(TrainingOptions):
+class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions, _Tagged):
     """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
 
     `placement` is a shortcut that carves one hardware pool into resource pools (verl's
@@ -94,24 +97,6 @@ class HybridFlowSpec(TrainingOptions):
         description="GPUs per colocated set, keyed by its first role (split: actor, critic; standalone: actor, "
         "critic, reference, reward); default: an even split",
     )
-    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = Field(
-        default="3d-hybrid-engine", description="Train->generate weight reshard method (HybridFlow Table 2)"
-    )
-    switch_overhead_s: float = Field(
-        default=0.295, ge=0,
-        description="Fixed host cost of each train->generate switch (Python gc and CUDA cache emptying; verl "
-        "measured 295 ms of gc, docs/sources.md §4); the weight gather, engine load, wake-up and graph capture "
-        "are priced on top from the model and hardware (docs/long-context.md)",
-    )
-    engine_sleep_level: Literal[1, 2] = Field(
-        default=1,
-        description="Engine sleep mode between generations: 1 backs its weights up in host memory (PCIe both "
-        "ways; verl's call), 2 drops them (docs/sources.md §12)",
-    )
-    weight_sync_bucket_mb: float = Field(
-        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
-    )
-    dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
     judge_scoring: Literal["batch", "sample"] = Field(
         default="batch",
         description="LLM judge: `batch` scores the whole batch after generation (verl); `sample` scores each "
@@ -127,7 +112,7 @@ class HybridFlowSpec(TrainingOptions):
         return canonical_name(value, PLACEMENT_ALIASES)
 
 
-class OneStepOffSpec(TrainingOptions):
+class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _Tagged):
     """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
 
     The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
@@ -136,15 +121,9 @@ class OneStepOffSpec(TrainingOptions):
 
     kind: Literal["one-step-off"]
     placement: Literal["custom"] = "custom"
-    weight_sync_bucket_mb: float = Field(
-        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
-    )
-    dispatch: Literal["round-robin", "chunked", "least-loaded"] = "chunked"
-    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
-    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
 
-class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
+class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -168,27 +147,6 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
 
     kind: Literal["fully-async"]
     placement: Literal["custom"] = "custom"
-    consumer_batch_size: int | None = Field(
-        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
-        description="AReaL: prompt groups per trainer step (default algorithm.prompts_per_step; with verl's "
-        "require_batches / ppo_mini_batch_size: their product)",
-    )
-    max_head_offpolicyness: float | None = Field(
-        default=4, ge=0,
-        description="AReaL's staleness bound eta in policy versions; null = unbounded (ASearcher: 4). Ignored "
-        "when verl's staleness_threshold is set",
-    )
-    max_concurrent_rollouts: int | None = Field(
-        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
-        description="Prompt groups in flight at most (null: AReaL: only the staleness rule limits, with eta "
-        "also null 4 x consumer_batch_size; verl: min(16 x rollout engines, the staleness cap), verl's "
-        "concurrent_samples_per_replica = 16)",
-    )
-    drop_stale: bool = Field(
-        default=False,
-        description="Drop finished samples older than max_head_offpolicyness when the trainer takes them (an "
-        "rlsim option: neither AReaL 1.0.4 nor verl drops; AReaL bounds staleness at admission only)",
-    )
     interrupt: Literal["keep", "recompute", "abort-resume", "abort-discard", "drain"] = Field(
         default="recompute",
         description="At a weight update in-flight sequences keep their KV (keep), drop it and re-prefill with the "
@@ -202,21 +160,6 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
         description="verl fully_async: a FRACTION; the rollouter may start (1 + staleness_threshold) x "
         "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size prompt groups per weight version. "
         "Setting it selects verl's admission rule instead of AReaL's",
-    )
-    trigger_parameter_sync_step: int = Field(
-        default=1, gt=0, le=MAX_STEPS,
-        description="Trainer steps between weight syncs (verl)"
-    )
-    require_batches: int | None = Field(
-        default=None, gt=0, le=MAX_EPOCHS,
-        description="verl: ppo_mini_batch_size batches the trainer takes per step, each one optimizer update: "
-        "a step consumes require_batches x ppo_mini_batch_size groups and makes require_batches x epochs "
-        "updates (algorithm.mini_batches is then unused)",
-    )
-    ppo_mini_batch_size: int | None = Field(
-        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
-        description="verl actor.ppo_mini_batch_size in prompts (x rollout.n samples); default "
-        "algorithm.prompts_per_step / algorithm.mini_batches",
     )
     partial_rollout: bool | None = Field(
         default=None,
@@ -235,17 +178,6 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
         "trainer are not trained on; admission is bounded the same way (sets max_head_offpolicyness to it and "
         "drop_stale: true)",
     )
-    resplit: ResplitSpec | None = Field(
-        default=None, description="Re-plan the trainer/rollout split during the run (Libra-style; null: fixed)"
-    )
-    weight_sync_bucket_mb: float = Field(
-        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
-    )
-    dispatch: Literal["least-loaded"] = Field(
-        default="least-loaded", description="Each new request goes to the engine with the fewest requests"
-    )
-    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
-    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
 
     @model_validator(mode="after")
     def _framework_knobs(self) -> FullyAsyncSpec:
@@ -257,15 +189,8 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
                         f"verl's staleness_threshold (a fraction of a sync's samples) and AReaL's "
                         f"max_head_offpolicyness ({self.max_head_offpolicyness} versions) are two different "
                         "admission rules; set one (max_head_offpolicyness: null for verl's)")
-        verl_batch = self.require_batches is not None or self.ppo_mini_batch_size is not None
-        if verl_batch and self.consumer_batch_size is not None:
-            want = (self.require_batches or 1) * (self.ppo_mini_batch_size or 0)
-            if self.consumer_batch_size != want:
-                _knob_error("consumer_batch_size", self.consumer_batch_size,
-                            "AReaL's consumer_batch_size and verl's require_batches / ppo_mini_batch_size both set "
-                            "the prompt groups per trainer step"
-                            + (f" and disagree ({self.consumer_batch_size} vs {want})" if want else "")
-                            + "; set one")
+        if (conflict := self.batch_knob_conflict()) is not None:
+            _knob_error("consumer_batch_size", self.consumer_batch_size, conflict)
         if self.partial_rollout is not None:
             mode = "abort-resume" if self.partial_rollout else "drain"
             if "interrupt" in given and self.interrupt != mode:
@@ -277,9 +202,7 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
             self.interrupt = "abort-resume"  # verl's default: partial_rollout: True
         if self.staleness_threshold is not None:
             self.max_head_offpolicyness = None  # AReaL's default eta does not apply under verl's rule
-        if self.drop_stale and self.max_head_offpolicyness is None:
-            _knob_error("drop_stale", True, "drop_stale drops samples older than max_head_offpolicyness versions; "
-                        "it needs that bound set (not null, and not verl's staleness_threshold)")
+        _check_drop_stale(self)
         return self
 
     @model_validator(mode="after")
@@ -305,26 +228,11 @@ class FullyAsyncSpec(TrainingOptions, AsyncRolloutOptions):
         """verl fully_async's admission rule (staleness_threshold set) instead of AReaL's."""
         return self.staleness_threshold is not None
 
-    def mini_batch_groups(self, algo: AlgorithmSpec) -> int:
-        """Prompt groups per optimizer update (verl ppo_mini_batch_size)."""
-        return self.ppo_mini_batch_size or max(1, algo.prompts_per_step // algo.mini_batches)
 
-    def consumer_groups(self, algo: AlgorithmSpec) -> int:
-        """Prompt groups the trainer takes per step."""
-        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
-            return (self.require_batches or 1) * self.mini_batch_groups(algo)
-        return self.consumer_batch_size or algo.prompts_per_step
-
-    def optimizer_updates(self, algo: AlgorithmSpec) -> int:
-        """Optimizer updates per trainer step, epochs included."""
-        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
-            return (self.require_batches or 1) * algo.epochs
-        return algo.mini_batches * algo.epochs
-
-    @property
-    def eta(self) -> float | None:
-        """The staleness knob in effect: AReaL's eta (versions) or, under verl's rule, staleness_threshold."""
-        return self.staleness_threshold if self.staleness_threshold is not None else self.max_head_offpolicyness
+def _check_drop_stale(spec: AsyncBatchOptions) -> None:
+    if spec.drop_stale and spec.max_head_offpolicyness is None:
+        _knob_error("drop_stale", True, "drop_stale drops samples older than max_head_offpolicyness versions; "
+                    "it needs that bound set (not null, and not verl's staleness_threshold)")
 
 
 def _knob_error(field: str, value, message: str):
@@ -335,7 +243,9 @@ def _knob_error(field: str, value, message: str):
     raise ValidationError.from_exception_data("FullyAsyncSpec", [InitErrorDetails(type=err, loc=(field,), input=value)])
 
 
-class VerlV1Spec(FullyAsyncSpec):
+class VerlV1Spec(
+    TrainingOptions, WeightSyncOptions, HybridSwitchOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged
+):
     """verl's V1 trainer (docs/advance/v1_async_trainer.md): asynchronous modes on one budget.
 
     `colocate_async`: generation and training share the actor's GPUs (the rollout role on them) and take
@@ -345,9 +255,13 @@ class VerlV1Spec(FullyAsyncSpec):
     its own pool), as fully-async; with `hybrid_rollout.enable_switch`, trainer GPUs that would wait join generation
     when the decision rule says it pays. verl's knob names: `parameter_sync_step` (trainer steps per
     weight push), `max_off_policy_threshold` (versions), `recompute_logprob` (decoupled PPO on/off).
+    It shares fully-async's batch and AReaL admission knobs (AsyncBatchOptions) but not verl fully_async's
+    rule (staleness_threshold, partial_rollout) nor NeMo-RL's names: its sequences are always paused and
+    resumed with their output (interrupt: keep).
     """
 
-    kind: Literal["verl-v1"]  # type: ignore[assignment]
+    kind: Literal["verl-v1"]
+    placement: Literal["custom"] = "custom"
     trainer_mode: Literal["colocate_async", "separate_async"] = "separate_async"
     parameter_sync_step: int | None = Field(
         default=None, gt=0, le=MAX_STEPS, description="verl V1: trainer steps between weight pushes"
@@ -359,9 +273,21 @@ class VerlV1Spec(FullyAsyncSpec):
     interrupt: Literal["keep"] = Field(
         default="keep", description="Partial rollout: paused sequences keep their output and continue"
     )
+    switch_overhead_s: float = Field(
+        default=0.0, ge=0,
+        description="Fixed host cost of each switch between training and generation on the trainer's GPUs "
+        "(colocate_async, lending), on top of the modelled transition (default 0; hybridflow's is 0.295)",
+    )
+
+    # verl V1 has no verl fully_async staleness_threshold: AReaL's eta rule (max_off_policy_threshold) only.
+    staleness_threshold: ClassVar[None] = None
+    verl_rule: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _verl_v1_names(self) -> VerlV1Spec:
+        if (conflict := self.batch_knob_conflict()) is not None:
+            _knob_error("consumer_batch_size", self.consumer_batch_size, conflict)
+        _check_drop_stale(self)
         if self.parameter_sync_step is not None:
             self.trigger_parameter_sync_step = self.parameter_sync_step
         if self.max_off_policy_threshold is not None:  # verl's max_off_policy_strategy: drop
@@ -375,7 +301,7 @@ class VerlV1Spec(FullyAsyncSpec):
         return self
 
 
-class RollSpec(TrainingOptions, AsyncRolloutOptions):
+class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, _Tagged):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
@@ -401,10 +327,6 @@ class RollSpec(TrainingOptions, AsyncRolloutOptions):
         description="Extra groups allowed in flight"
     )
     interrupt: Literal["keep", "recompute"] = Field(default="keep", description="In-flight KV at a weight update")
-    weight_sync_bucket_mb: float = Field(default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB)
-    dispatch: Literal["least-loaded"] = "least-loaded"
-    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = "3d-hybrid-engine"
-    switch_overhead_s: float = Field(default=0.0, ge=0, description="Unused: rollout never shares GPUs here")
     max_concurrent_rollouts: int | None = Field(
         default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
         description="Groups in flight at most (rlsim's cap, named after AReaL's knob)"

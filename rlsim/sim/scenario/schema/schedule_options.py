@@ -1,4 +1,16 @@
-"""Options several schedules share (one definition each; schedule.py mixes them into the specs)."""
+"""Options several schedules share (one definition each; schedule.py composes each spec of those it uses).
+
+A schedule's spec is made only of the option groups its schedule reads, so a knob a schedule ignores is
+an unknown key there (refused, with a did-you-mean), never a silent no-op:
+
+- TrainingOptions (recompute_logprob, lora): every training schedule
+- WeightSyncOptions (weight_sync_bucket_mb): every training schedule (the broadcast to engines apart)
+- SyncDispatchOptions (dispatch): generation-only, hybridflow, one-step-off (a batch generated at once)
+- HybridSwitchOptions (reshard, switch_overhead_s, engine_sleep_level): hybridflow, verl-v1 (GPUs switch roles)
+- AsyncRolloutOptions (routing): fully-async, roll, verl-v1
+- AsyncBatchOptions (consumer_batch_size, max_head_offpolicyness, max_concurrent_rollouts, drop_stale,
+  trigger_parameter_sync_step, require_batches, ppo_mini_batch_size, resplit): fully-async, verl-v1
+"""
 
 from __future__ import annotations
 
@@ -6,6 +18,14 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
+    MAX_BUCKET_MB,
+    MAX_EPOCHS,
+    MAX_PROMPTS_PER_STEP,
+    MAX_STEPS,
+    MIN_BUCKET_MB,
+)
+from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
 
 
@@ -53,29 +73,6 @@ class TrainingOptions(Strict):
     )
     lora: LoraSpec | None = Field(
         default=None, description="Train LoRA adapters over a frozen base instead of every weight (null: full)"
-    )
-
-
-class RoutingSpec(Strict):
-    """Group-affinity routing of a prompt group's requests (schedules/affinity.py); prefix sharing modelled."""
-
-    policy: Literal["least-loaded", "affinity", "affinity-bounded"] = Field(
-        description="least-loaded: each request to the engine with the fewest requests; affinity: a group's "
-        "requests to the engine holding its prompt; affinity-bounded: affinity unless that engine would carry "
-        "more than (1 + load_bound) x the mean load"
-    )
-    load_bound: float = Field(
-        default=0.25, ge=0,
-        description="affinity-bounded: the epsilon of consistent hashing with bounded loads (Mirrokni, Thorup & "
-        "Zadimoghaddam, SODA 2018); 0.25 is an assumed default",
-    )
-
-
-class AsyncRolloutOptions(Strict):
-    """Options of the asynchronous rollout controllers (fully-async, roll)."""
-
-    routing: RoutingSpec | None = Field(
-        default=None, description="Group-affinity routing of fresh requests (null: least-loaded, no prefix sharing)"
     )
 
 
@@ -158,3 +155,142 @@ class ResplitSpec(Strict):
         description="Reconfiguration cost per re-split: trainer process groups and optimizer state rebuilt "
         "(assumed; the engines' start is added when GPUs join generation)",
     )
+
+
+class RoutingSpec(Strict):
+    """Group-affinity routing of a prompt group's requests (schedules/affinity.py); prefix sharing modelled."""
+
+    policy: Literal["least-loaded", "affinity", "affinity-bounded"] = Field(
+        description="least-loaded: each request to the engine with the fewest requests; affinity: a group's "
+        "requests to the engine holding its prompt; affinity-bounded: affinity unless that engine would carry "
+        "more than (1 + load_bound) x the mean load"
+    )
+    load_bound: float = Field(
+        default=0.25, ge=0,
+        description="affinity-bounded: the epsilon of consistent hashing with bounded loads (Mirrokni, Thorup & "
+        "Zadimoghaddam, SODA 2018); 0.25 is an assumed default",
+    )
+
+
+class AsyncRolloutOptions(Strict):
+    """Options of the asynchronous rollout controllers (fully-async, roll)."""
+
+    routing: RoutingSpec | None = Field(
+        default=None, description="Group-affinity routing of fresh requests (null: least-loaded, no prefix sharing)"
+    )
+
+
+class WeightSyncOptions(Strict):
+    """How the actor's weights reach rollout engines on other GPUs (rl_base.weight_sync_time)."""
+
+    weight_sync_bucket_mb: float = Field(
+        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
+    )
+
+
+class SyncDispatchOptions(Strict):
+    """How a batch generated at once is split across the engines (schedules/dispatch.py)."""
+
+    dispatch: Literal["round-robin", "chunked", "least-loaded"] = Field(
+        default="chunked", description="How samples are split across engines (verl: chunked by DP rank)"
+    )
+
+
+class HybridSwitchOptions(Strict):
+    """The switch of shared GPUs between training and generation (costs/transition.py, docs/long-context.md)."""
+
+    reshard: Literal["3d-hybrid-engine", "hybridflow-v", "naive"] = Field(
+        default="3d-hybrid-engine", description="Train->generate weight reshard method (HybridFlow Table 2)"
+    )
+    switch_overhead_s: float = Field(
+        default=0.295, ge=0,
+        description="Fixed host cost of each train->generate switch (Python gc and CUDA cache emptying; verl "
+        "measured 295 ms of gc, docs/sources.md §4); the weight gather, engine load, wake-up and graph capture "
+        "are priced on top from the model and hardware (docs/long-context.md)",
+    )
+    engine_sleep_level: Literal[1, 2] = Field(
+        default=1,
+        description="Engine sleep mode between generations: 1 backs its weights up in host memory (PCIe both "
+        "ways; verl's call), 2 drops them (docs/sources.md §12)",
+    )
+
+
+class AsyncBatchOptions(Strict):
+    """The asynchronous trainer's batch and AReaL's admission bound (fully-async, verl-v1).
+
+    A spec using these also has `staleness_threshold` (a field, or None where the schedule has no verl
+    fully_async rule): `eta` is the staleness knob in effect.
+    """
+
+    consumer_batch_size: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="AReaL: prompt groups per trainer step (default algorithm.prompts_per_step; with verl's "
+        "require_batches / ppo_mini_batch_size: their product)",
+    )
+    max_head_offpolicyness: float | None = Field(
+        default=4, ge=0,
+        description="AReaL's staleness bound eta in policy versions; null = unbounded (ASearcher: 4). Ignored "
+        "when verl's staleness_threshold is set",
+    )
+    max_concurrent_rollouts: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="Prompt groups in flight at most (null: AReaL: only the staleness rule limits, with eta "
+        "also null 4 x consumer_batch_size; verl: min(16 x rollout engines, the staleness cap), verl's "
+        "concurrent_samples_per_replica = 16)",
+    )
+    drop_stale: bool = Field(
+        default=False,
+        description="Drop finished samples older than max_head_offpolicyness when the trainer takes them (an "
+        "rlsim option: neither AReaL 1.0.4 nor verl drops; AReaL bounds staleness at admission only)",
+    )
+    trigger_parameter_sync_step: int = Field(
+        default=1, gt=0, le=MAX_STEPS,
+        description="Trainer steps between weight syncs (verl)"
+    )
+    require_batches: int | None = Field(
+        default=None, gt=0, le=MAX_EPOCHS,
+        description="verl: ppo_mini_batch_size batches the trainer takes per step, each one optimizer update: "
+        "a step consumes require_batches x ppo_mini_batch_size groups and makes require_batches x epochs "
+        "updates (algorithm.mini_batches then only sizes a mini-batch when ppo_mini_batch_size is unset)",
+    )
+    ppo_mini_batch_size: int | None = Field(
+        default=None, gt=0, le=MAX_PROMPTS_PER_STEP,
+        description="verl actor.ppo_mini_batch_size in prompts (x rollout.n samples); default "
+        "algorithm.prompts_per_step / algorithm.mini_batches",
+    )
+    resplit: ResplitSpec | None = Field(
+        default=None, description="Re-plan the trainer/rollout split during the run (Libra-style; null: fixed)"
+    )
+
+    def batch_knob_conflict(self) -> str | None:
+        """Why consumer_batch_size contradicts verl's require_batches / ppo_mini_batch_size (None: it does not)."""
+        verl_batch = self.require_batches is not None or self.ppo_mini_batch_size is not None
+        if not verl_batch or self.consumer_batch_size is None:
+            return None
+        want = (self.require_batches or 1) * (self.ppo_mini_batch_size or 0)
+        if self.consumer_batch_size == want:
+            return None
+        return ("AReaL's consumer_batch_size and verl's require_batches / ppo_mini_batch_size both set the prompt "
+                "groups per trainer step" + (f" and disagree ({self.consumer_batch_size} vs {want})" if want else "")
+                + "; set one")
+
+    def mini_batch_groups(self, algo: AlgorithmSpec) -> int:
+        """Prompt groups per optimizer update (verl ppo_mini_batch_size)."""
+        return self.ppo_mini_batch_size or max(1, algo.prompts_per_step // algo.mini_batches)
+
+    def consumer_groups(self, algo: AlgorithmSpec) -> int:
+        """Prompt groups the trainer takes per step."""
+        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
+            return (self.require_batches or 1) * self.mini_batch_groups(algo)
+        return self.consumer_batch_size or algo.prompts_per_step
+
+    def optimizer_updates(self, algo: AlgorithmSpec) -> int:
+        """Optimizer updates per trainer step, epochs included."""
+        if self.require_batches is not None or self.ppo_mini_batch_size is not None:
+            return (self.require_batches or 1) * algo.epochs
+        return algo.mini_batches * algo.epochs
+
+    @property
+    def eta(self) -> float | None:
+        """The staleness knob in effect: AReaL's eta (versions) or, under verl's rule, staleness_threshold."""
+        return self.staleness_threshold if self.staleness_threshold is not None else self.max_head_offpolicyness
