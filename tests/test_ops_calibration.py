@@ -34,13 +34,39 @@ def fits(tmp_path_factory):
 
 @pytest.mark.slow
 def test_held_out_error(fits):
-    # a100 meets the issue's target (<= 5% median, <= 15% p90); h100 does not yet (docs/operators.md says so)
+    # both GPUs meet the target on the held-out 70B/72B models: <= 5% median, <= 15% p90 |error| (rows >= 10 us)
     a, h = fits["a100"], fits["h100"]
     assert a.held_rows > 10000 and h.held_rows > 10000
     assert a.held_median <= 0.05 and a.held_p90 <= 0.15
-    assert h.held_median <= 0.07 and h.held_p90 <= 0.20
-    # a 4-parameter roofline gets 7.6% / 21%: the per-operator curves must beat it on both GPUs
-    assert max(a.held_median, h.held_median) < 0.076 and max(a.held_p90, h.held_p90) < 0.21
+    assert h.held_median <= 0.05 and h.held_p90 <= 0.15
+    # and generalise: the held-out models are predicted about as well as the training ones
+    for r in (a, h):
+        assert r.held_median < r.train_median + 0.01 and r.held_p90 < r.train_p90 + 0.02
+
+
+@pytest.mark.slow
+def test_layer_norm_knee_and_wave_steps(fits):
+    """The two structures the fit models: a memory-bound operator runs faster per byte while its operands fit
+    on chip, and a GEMM's time steps up where one more row of tiles opens a new wave."""
+    h = fits["h100"].dense
+    norm = h.memory["input_layernorm"]
+    small, large = 2 * 256 * 8192, 2 * 4096 * 8192  # elements of a 70B norm at 256 and 4,096 tokens
+    per_byte = [float(norm.time_ms(e, h.hbm_bytes_per_s) - norm.t0_s * 1e3) / e for e in (small, large)]
+    assert per_byte[1] > 1.3 * per_byte[0]
+    down = h.gemm["mlp_down_proj"]
+    t = {m: float(down.time_ms(m, 8192.0, 28672.0, h.peak_flops, h.hbm_bytes_per_s, h.sms)) for m in (512, 528)}
+    assert t[528] > 1.15 * t[512] * 528 / 512  # a second, nearly empty wave at 528 tokens (measured: 2.8x)
+
+
+def test_wave_utilisation():
+    from rlsim.tools.calibration.ops_fit import wave_utilisation
+
+    # 512 x 8192 is 128 tiles of 128 x 256: one full wave on 132 SMs; 528 tokens need a second, nearly empty one
+    assert wave_utilisation(512.0, 8192.0, 132) == pytest.approx(128 / 132)
+    assert wave_utilisation(528.0, 8192.0, 132) == pytest.approx(0.5, abs=0.01)
+    m = np.arange(1.0, 4097.0)
+    u = wave_utilisation(m, 8192.0, 132)
+    assert ((u > 0) & (u <= 1)).all() and u[-1] > 0.95  # large GEMMs run in many waves: the last matters little
 
 
 @pytest.mark.slow

@@ -21,6 +21,10 @@ from rlsim.tools.calibration.ops_fit import DenseFit, error_stats, fit_dense
 
 # The hardware profile whose datasheet peak and bandwidth each profiled GPU's efficiencies refer to.
 GPU_PROFILES = {"a100": "a100-80gb", "h100": "h100-sxm", "h800": "h800", "a800": "a800"}
+# Streaming multiprocessors and L2 cache bytes of each profiled GPU (NVIDIA A100 and H100 datasheets / whitepapers:
+# A100 108 SMs, 40 MB L2; H100 SXM 132 SMs, 50 MB L2; A800 and H800 are the same dies): the GEMMs' wave size and
+# the memory-bound operators' on-chip knee.
+GPU_CHIPS = {"a100": (108, 40e6), "a800": (108, 40e6), "h100": (132, 50e6), "h800": (132, 50e6)}
 _SINGLE_KERNEL_OPS = ("input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "emb")
 CSV_COLUMNS = ("gpu", "model", "tp", "op", "tokens", "measured_ms", "predicted_ms", "held_out")
 
@@ -54,8 +58,8 @@ class OpsResult:
         g = self.dense.gemm
         out = {
             "decode_eta_mem": round(float(np.mean([g[o].eta_mem for o in ("mlp_up_proj", "mlp_down_proj")])), 3),
-            "decode_eta_compute": round(float(np.median([c.eta_compute(512.0) for c in g.values()])), 3),
-            "prefill_eta_compute": round(float(np.median([c.eta_compute(4096.0) for c in g.values()])), 3),
+            "decode_eta_compute": round(float(np.median([self.dense.eta_compute(o, 512.0) for o in g])), 3),
+            "prefill_eta_compute": round(float(np.median([self.dense.eta_compute(o, 4096.0) for o in g])), 3),
             "gemm_fixed_us": round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2),
             "layer_small_ops_us": round(self.small_ops_us, 1),
         }
@@ -111,7 +115,8 @@ def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, 
     held = np.isin(rows.model, held_out)
     if held.all():
         raise ops_data.OpsDataError("--hold-out-models: every model is held out, nothing left to fit on")
-    dense = fit_dense(rows.subset(~held), peak_flops, hbm_bytes_per_s)
+    sms, cache_bytes = GPU_CHIPS[gpu]
+    dense = fit_dense(rows.subset(~held), peak_flops, hbm_bytes_per_s, sms, cache_bytes)
     pred = dense.predict(rows)
     coll_rows = ops_data.read_collectives(root, gpu)
     coll_fits, coll_pred = ([], None) if coll_rows is None else fit_collectives(coll_rows)
@@ -151,11 +156,12 @@ def format_result(r: OpsResult) -> str:
              f"over {r.held_rows} rows measured at >= 10 us",
              f"  training models: median |error| {r.train_median:.1%}, p90 {r.train_p90:.1%}"]
     for op, c in r.dense.gemm.items():
-        lines.append(f"  {op:26s} eta_mem {c.eta_mem:.3f}  eta_compute 1/64/512/4096 tokens "
-                     f"{c.eta_compute(1.0):.2f}/{c.eta_compute(64.0):.2f}/{c.eta_compute(512.0):.2f}/"
-                     f"{c.eta_compute(4096.0):.2f}  fixed {c.t0_s * 1e6:.1f} us")
+        etas = "/".join(f"{r.dense.eta_compute(op, t):.2f}" for t in (1.0, 64.0, 512.0, 4096.0))
+        lines.append(f"  {op:26s} eta_mem {c.eta_mem:.3f}  eta_compute 1/64/512/4096 tokens {etas}  "
+                     f"wave exponent {c.beta:.2f}  fixed {c.t0_s * 1e6:.1f} us")
     for op, c in r.dense.memory.items():
-        lines.append(f"  {op:26s} eta_mem {c.eta:.3f}  fixed {c.t0_s * 1e6:.1f} us")
+        lines.append(f"  {op:26s} eta_mem {c.eta:.3f} (on chip {c.eta_cache:.3f} below {c.knee_bytes / 1e6:.0f} MB)"
+                     f"  fixed {c.t0_s * 1e6:.1f} us")
     for c in r.collectives:
         lines.append(f"  {c.kind} {c.topology} n={c.workers} per_node={c.per_node}: "
                      f"latency {c.latency_us:.1f} us, bandwidth {c.bandwidth_gb_per_s:.0f} GB/s")
