@@ -100,8 +100,6 @@ FITTED: tuple[FittedConstant, ...] = (
                    "sync FSDP2 update_actor 286 s"),
     FittedConstant("hardware_profiles/h20.yaml", "forward_mfu", ("verl-one-step-off",),
                    "sync FSDP2 old_log_prob 88 s"),
-    FittedConstant("hardware_profiles/h800.yaml", "train_mfu", ("areal-paper",),
-                   "mean of AReaL's dynamic micro-batching TFLOP/s per GPU over peak"),
     FittedConstant("rlsim/sim/costs/engine_kinds.py", "sglang-0.4.step_overhead_ms",
                    ("sglang-pr1401", "sglang-a30-qwen2"), "two-point fit of the batch-1 decode steps"),
     FittedConstant("rlsim/sim/costs/engine_kinds.py", "sglang-0.4.weight_eta_mem",
