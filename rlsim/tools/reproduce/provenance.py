@@ -112,8 +112,6 @@ FITTED: tuple[FittedConstant, ...] = (
                    "sync FSDP2 update_actor 286 s"),
     FittedConstant("hardware_profiles/h20.yaml", "forward_mfu", ("verl-one-step-off",),
                    "sync FSDP2 old_log_prob 88 s"),
-    FittedConstant("hardware_profiles/h800.yaml", "train_mfu", ("areal-paper",),
-                   "mean of AReaL's dynamic micro-batching TFLOP/s per GPU over peak"),
     FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.3.step_overhead_ms", ("vllm-v0.6-blog",),
                    "scheduling share (29%) of a 13 ms step"),
     FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.3.host_per_seq_us", ("hybridflow",),
