@@ -170,3 +170,27 @@ def test_moe_layer_cost_from_frontier_profiles():
     with_moe = decode_coefficients(m, hw, 1, 4, overheads=o).intercept
     extra = with_moe - decode_coefficients(m, bare, 1, 4, overheads=o).intercept
     assert extra == pytest.approx(m.layers * hw.moe_layer_fixed_us * 1e-6)
+
+
+@pytest.mark.parametrize(("csv_path", "profiles"), [
+    ("h800/Llama-3.1-405B-Instruct-FP8/attention_kernel_only.csv", ("h100-sxm", "h800", "h20", "h200", "b200")),
+    ("a800/meta-llama/Llama-2-7b-hf/attention.csv", ("a100-80gb", "a30", "l40s")),
+])
+def test_decode_attention_fixed_cost_from_frontier_profiles(csv_path, profiles):
+    from rlsim.tools.calibration.ops_attention import fit_decode_attention
+
+    fit = fit_decode_attention(OPS / "frontier" / "compute" / csv_path)
+    assert fit.rows > 500 and fit.median_error < 0.2  # a fixed cost plus the KV read describes the kernel
+    assert 5.0 < fit.decode_fixed_us < 20.0 and 1.0 < fit.kv_write_us < 10.0
+    for profile in profiles:
+        assert load_profile(profile).attention_fixed_us == pytest.approx(fit.layer_fixed_us, abs=0.01)
+    # a decode step pays it once per layer, whatever the batch: the step's fixed part, not its per-token slope
+    hw = load_profile(profiles[0])
+    m = ModelShape(**resolve_preset("llama-3-8b"))
+    bare = hw.model_copy(update={"attention_fixed_us": None})
+    o = engine_overheads("vllm-0.6", hw)
+    for batch in (1, 64):
+        with_attn, without = decode_coefficients(m, hw, 1, batch, overheads=o), decode_coefficients(m, bare, 1, batch,
+                                                                                                   overheads=o)
+        assert with_attn.fixed - without.fixed == pytest.approx(m.layers * hw.attention_fixed_us * 1e-6)
+        assert with_attn.slope == without.slope and with_attn.intercept == without.intercept

@@ -41,6 +41,7 @@ _NUMERIC_FIELDS = (
     "layer_small_ops_us",
     "kernel_launch_us",
     "moe_layer_fixed_us",
+    "attention_fixed_us",
 )
 
 
@@ -85,6 +86,9 @@ class HardwareProfile(BaseModel):
         default=None, ge=0, description="Norms, rope, activation and adds of one layer at decode sizes, us")
     moe_layer_fixed_us: float | None = Field(
         default=None, ge=0, description="An MoE layer's gating, routing, shuffle and grouped-GEMM fixed time, us")
+    attention_fixed_us: float | None = Field(
+        default=None, ge=0, le=1_000_000,
+        description="One layer's decode-attention and KV-write kernel time beyond the KV read, us")
     kernel_launch_us: float | None = Field(
         default=None, ge=0, description="Host launch cost per kernel when an engine runs without CUDA graphs, us")
     sources: dict[str, str] = Field(description="Citation for every numeric field")
@@ -145,6 +149,11 @@ class HardwareProfile(BaseModel):
         if self.gemm_fixed_us is None:
             return 0.0
         return (4.0 * self.gemm_fixed_us + (self.layer_small_ops_us or 0.0)) * 1e-6
+
+    @property
+    def attention_fixed_s(self) -> float:
+        """Per layer and decode step: the paged-attention kernel's fixed time plus the KV-cache write (0 unfitted)."""
+        return (self.attention_fixed_us or 0.0) * 1e-6
 
     def intra_node_bytes_per_s(self) -> float:
         """GPU-GPU bandwidth inside a node: NVLink, or PCIe where there is none (L40S)."""

@@ -187,6 +187,9 @@ def decode_coefficients(
 ) -> DecodeCoefficients:
     """Coefficients of the decode step time for `batch` running sequences on a `tp`-GPU engine.
 
+    Every layer also runs the decode-attention and KV-write kernels, whose fixed time (`attention_fixed_us`,
+    fitted to Frontier's attention profiles, docs/operators.md) is paid once per layer and step.
+
     `overheads` are the engine's per-step costs (`engine_kinds.engine_overheads`); without them the
     hardware profile's calibrated per-step cost and `host_per_seq_s` apply (DistServe's c*B term,
     docs/sources.md §2: host work per running sequence that the engine does not hide behind the GPU).
@@ -196,7 +199,7 @@ def decode_coefficients(
         intercept=linear_layers_time(model, hw, tp, batch, o.weight_eta_mem)
         + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
         slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
-        fixed=o.step_s + launch_time(model, tp, o) + o.host_per_seq_s * batch,
+        fixed=o.step_s + launch_time(model, tp, o) + o.host_per_seq_s * batch + model.layers * hw.attention_fixed_s,
         batch=batch,
     )
 
