@@ -138,7 +138,7 @@ def test_shipped_h100_predicts_nim_itl(concurrency):
 def test_shipped_h100_takes_nothing_from_nim(nim):
     """h100-sxm.yaml's kernel efficiencies come from the operator fit (tests/test_ops_calibration.py) and its
     per-step cost is derived from them; `rlsim calibrate` can still fit NIM's per-step cost on top of them,
-    and would put about 4 ms there (NIM's engine host costs), which the shipped profile does not take."""
+    and would put about 3 ms there (NIM's engine host costs), which the shipped profile does not take."""
     from rlsim.sim.costs.engine_kinds import graph_step_overhead_ms
 
     shipped = load_profile("h100-sxm")
@@ -146,7 +146,8 @@ def test_shipped_h100_takes_nothing_from_nim(nim):
     assert shipped.sources["decode_fixed_overhead_ms"].startswith("derived:")
     assert "calibrate ops" in shipped.sources["decode_eta_mem"]
     result = fit(nim, shipped.model_copy(update={"decode_fixed_overhead_ms": 6.0}), params=NIM_FITTED)
-    assert 3.0 < result.profile.decode_fixed_overhead_ms < 5.0
+    # what NIM's TensorRT-LLM adds per step beyond the operator-built step (its host work, unpriced): ~2.9 ms
+    assert 2.0 < result.profile.decode_fixed_overhead_ms < 4.0
     assert result.max_abs_error_pct < 10.0
 
 

@@ -72,16 +72,16 @@ CASES = {
         "kind": "fully-async", "staleness_threshold": 0.5, "trigger_parameter_sync_step": 2, "require_batches": 1,
         "ppo_mini_batch_size": 4}},
 }
-# sha256 (first 16 hex digits) of each case's whole trace (_trace), recorded on the code in which ROLL
-# subclassed the fully-async schedule and overrode its private hooks (commit 176b466). The two agentic
-# cases were re-recorded once the composition had matched them, when a finished trajectory started being
-# scored like a single-turn sample (test_agentic_samples_are_scored_before_they_complete).
+# sha256 (first 16 hex digits) of each case's whole trace (_trace). First recorded on the code in which ROLL
+# subclassed the fully-async schedule and overrode its private hooks (commit 176b466), which the composed
+# schedules matched; re-recorded, like tests/golden, whenever results move on purpose (since: agentic samples
+# scored, profiles refitted to operators, the rule-reward queue priced in one event per sample).
 BEFORE = {
-    "roll-agentic": "9ff88ee65a24d442",
-    "roll-single": "843e2f6f4170995e",
-    "areal-agentic-drop-stale": "9bd27a5775edde32",
-    "areal-single-drop-stale-abort": "73526104da606ff1",
-    "verl-single": "68f8442a468116f3",
+    "roll-agentic": "e1199dc6c25270d0",
+    "roll-single": "9483bb2d4f3922eb",
+    "areal-agentic-drop-stale": "0f3dfd9cfda404a3",
+    "areal-single-drop-stale-abort": "b3ab3a4e019f7eb3",
+    "verl-single": "5b8b72acc7da8827",
 }
 
 

@@ -46,10 +46,10 @@ def test_validation_figure_draws_predicted_and_fitted_rows(tmp_path):
     from rlsim.tools.report.style import save_figure
     from rlsim.tools.reproduce.validation import plot_errors
 
-    table = pd.DataFrame({"name": ["a", "b", "c"], "status": ["predicted", "predicted", "fitted"],
-                          "error_pct": [5.0, -20.0, 1.0]})
+    table = pd.DataFrame({"name": ["a", "b", "c", "d"], "status": ["predicted", "predicted", "fitted", "predicted"],
+                          "scope": ["", "", "", "vision"], "error_pct": [5.0, -20.0, 1.0, 300.0]})
     fig = plot_errors(table)
-    assert len(fig.axes[0].patches) == 3
+    assert len(fig.axes[0].patches) == 4
     assert save_figure(fig, tmp_path / "errors.png").stat().st_size > 5_000
 
 
