@@ -41,3 +41,16 @@ def test_the_same_scenarios_load_without_the_conflict():
     tail["environments"] = AGENT["environments"]
     tail["schedule"].pop("tail_reshard")
     parse_scenario(tail, "tail.yaml")
+
+
+@pytest.mark.parametrize(("path", "knob"), [("roll/swe-sandbox.yaml", "async_generation_ratio"),
+                                            ("async/areal-1.5b-h800.yaml", "max_head_offpolicyness")])
+def test_a_staleness_bound_beyond_any_published_one_is_refused(path, knob):
+    """Found by the 20,000-example fuzz run: a ratio of 1290 admitted the whole run's prompts at once and ran
+    for minutes. Policies lag at most 16 versions (AReaL's ablation stops there before unbounded)."""
+    data = read_yaml(ROOT / path)
+    data["schedule"][knob] = 1290
+    lines = _problems(data)
+    assert len(lines) == 1 and f"schedule.{knob}" in lines[0] and "16" in lines[0]
+    data["schedule"][knob] = 16
+    parse_scenario(data, path)

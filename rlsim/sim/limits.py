@@ -13,6 +13,8 @@ MAX_STEPS = 100_000  # RL steps (measured or warm-up)
 MAX_EPOCHS = 64  # PPO epochs / mini-batches per step
 MAX_PROMPTS_PER_STEP = 1_000_000
 MAX_SAMPLES_PER_PROMPT = 4096
+MAX_STALENESS_STEPS = 16  # policy versions a sample may lag: AReaL's staleness ablation stops at 16 before
+# unbounded, ROLL's examples use 1 (docs/sources.md §7, §8); a bound far above it admits the whole run at once
 MAX_TURNS = 128  # agent turns per trajectory (ASearcher: up to 128, docs/sources.md §7)
 MAX_ATTEMPTS = 100  # tries of one tool call
 MAX_NUMBER = 1e9  # any other count or quantity without a bound of its own

@@ -10,6 +10,7 @@ from pydantic_core import InitErrorDetails
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
     MAX_PROMPTS_PER_STEP,
     MAX_SAMPLES_PER_PROMPT,
+    MAX_STALENESS_STEPS,
     MAX_STEPS,
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
@@ -315,7 +316,8 @@ class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, _Tagged)
 
     kind: Literal["roll"]
     placement: Literal["custom"] = "custom"
-    async_generation_ratio: float = Field(default=1.0, ge=0, description="alpha (ROLL async_generation_ratio)")
+    async_generation_ratio: float = Field(default=1.0, ge=0, le=MAX_STALENESS_STEPS,
+                                          description="alpha (ROLL async_generation_ratio)")
     group_size_redundancy: int = Field(
         default=0, ge=0, le=MAX_SAMPLES_PER_PROMPT,
         description="Extra episodes per group; first finishers win"

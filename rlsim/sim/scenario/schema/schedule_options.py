@@ -22,6 +22,7 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
     MAX_BUCKET_MB,
     MAX_EPOCHS,
     MAX_PROMPTS_PER_STEP,
+    MAX_STALENESS_STEPS,
     MAX_STEPS,
     MIN_BUCKET_MB,
 )
@@ -228,7 +229,7 @@ class AsyncBatchOptions(Strict):
         "require_batches / ppo_mini_batch_size: their product)",
     )
     max_head_offpolicyness: float | None = Field(
-        default=4, ge=0,
+        default=4, ge=0, le=MAX_STALENESS_STEPS,
         description="AReaL's staleness bound eta in policy versions; null = unbounded (ASearcher: 4). Ignored "
         "when verl's staleness_threshold is set",
     )
