@@ -19,6 +19,7 @@ from rlsim.sim.results.lifecycle import Reason
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
 from rlsim.sim.schedules.rollout_policies import (
+    CountingAdmission,
     NoExpiry,
     OldestFirst,
     QueueOrder,
@@ -28,10 +29,8 @@ from rlsim.sim.schedules.rollout_policies import (
 )
 
 
-class EtaAdmission:
+class EtaAdmission(CountingAdmission):
     """AReaL's rule in its code form, and `max_concurrent_rollouts`."""
-
-    staleness_samples = 0
 
     def __init__(self, eta: float | None, max_concurrent: int | None):
         self.eta, self.max_concurrent = eta, max_concurrent
@@ -47,15 +46,6 @@ class EtaAdmission:
         if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
             cap = 4 * r.batch_groups - r.running_groups
         return max(0, int(cap))
-
-    def launched(self, r) -> None:
-        pass
-
-    def synced(self, r) -> None:
-        pass
-
-    def taken(self, r) -> None:
-        pass
 
 
 class VerlAdmission:

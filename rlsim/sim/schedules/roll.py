@@ -24,13 +24,11 @@ import math
 from rlsim.sim.results.lifecycle import ABORTED, COMPLETED, Reason
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
-from rlsim.sim.schedules.rollout_policies import OldestFirst, RolloutPolicies, admitted_limit
+from rlsim.sim.schedules.rollout_policies import CountingAdmission, OldestFirst, RolloutPolicies, admitted_limit
 
 
-class AlphaAdmission:
+class AlphaAdmission(CountingAdmission):
     """Started groups <= (alpha + version + 1) x batch, plus the extra groups dynamic sampling runs ahead."""
-
-    staleness_samples = 0
 
     def __init__(self, alpha: float, max_concurrent: int | None, extra: int):
         self.alpha, self.max_concurrent, self.extra = alpha, max_concurrent, extra
@@ -42,15 +40,6 @@ class AlphaAdmission:
         limit = admitted_limit(self.alpha, r.syncs, r.admit_unit) + self.extra
         cap = min(cap, limit - (r.accepted_groups + r.running_groups))
         return max(0, int(cap))
-
-    def launched(self, r) -> None:
-        pass
-
-    def synced(self, r) -> None:
-        pass
-
-    def taken(self, r) -> None:
-        pass
 
 
 class RedundantGroup:

@@ -75,6 +75,22 @@ class RolloutPolicies:
     selection: Selection
 
 
+class CountingAdmission:
+    """An admission rule that reads the loop's counters and keeps no state of its own (AReaL's eta, ROLL's
+    alpha): nothing to update when a group starts, weights sync or the trainer takes a batch."""
+
+    staleness_samples = 0
+
+    def launched(self, r) -> None:
+        pass
+
+    def synced(self, r) -> None:
+        pass
+
+    def taken(self, r) -> None:
+        pass
+
+
 def admitted_limit(eta: float, syncs: int, admit_unit: int) -> int:
     """AReaL's (and ROLL's) bound: accepted + running groups <= floor((eta + version + 1) x unit)."""
     return math.floor((eta + syncs + 1) * admit_unit + 1e-9)
