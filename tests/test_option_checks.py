@@ -44,7 +44,8 @@ def test_the_same_scenarios_load_without_the_conflict():
 
 
 @pytest.mark.parametrize(("path", "knob"), [("roll/swe-sandbox.yaml", "async_generation_ratio"),
-                                            ("async/areal-1.5b-h800.yaml", "max_head_offpolicyness")])
+                                            ("async/areal-1.5b-h800.yaml", "max_head_offpolicyness"),
+                                            ("async/inflight-updates.yaml", "max_trajectory_age_steps")])
 def test_a_staleness_bound_beyond_any_published_one_is_refused(path, knob):
     """Found by the 20,000-example fuzz run: a ratio of 1290 admitted the whole run's prompts at once and ran
     for minutes. Policies lag at most 16 versions (AReaL's ablation stops there before unbounded)."""

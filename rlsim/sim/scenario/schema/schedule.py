@@ -174,7 +174,7 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
         "tokens of several versions. Steps then also report staleness per token",
     )
     max_trajectory_age_steps: int | None = Field(
-        default=None, ge=0, le=MAX_STEPS,
+        default=None, ge=0, le=MAX_STALENESS_STEPS,
         description="NeMo-RL: trajectories whose oldest token is more than this many policy versions behind the "
         "trainer are not trained on; admission is bounded the same way (sets max_head_offpolicyness to it and "
         "drop_stale: true)",
