@@ -23,7 +23,7 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
 
 from __future__ import annotations
 
-from importlib import import_module
+from rlsim._lazy import lazy_exports
 
 _WHERE = {
     "load_scenario": "rlsim.sim.scenario.loader",
@@ -87,15 +87,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-def __getattr__(name: str):
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'rlsim.sim.api' has no attribute {name!r}")
-    value = getattr(import_module(where), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -225,8 +225,8 @@ class AsyncRolloutSchedule(RLSchedule):
         """A rule reward on the CPU reward-worker pool, a first-come first-served queue of `rule_reward_workers`
         with a fixed service time: the sample takes the worker that frees first, so its score is known now
         (one event per sample, where a SimPy resource would take four)."""
-        start = max(self.env.now, heapq.heappop(self.reward_free_at))
-        heapq.heappush(self.reward_free_at, start + self.reward_s)
+        start = max(self.env.now, self.reward_free_at[0])
+        heapq.heapreplace(self.reward_free_at, start + self.reward_s)
         done = self.env.timeout(start + self.reward_s - self.env.now)
         done.callbacks.append(lambda _event: self._sample_finished(s))
 

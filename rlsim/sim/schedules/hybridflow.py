@@ -19,7 +19,7 @@ class HybridFlowSchedule(RLSchedule):
     def __init__(self, scenario, env):
         super().__init__(scenario, env)
         spec = self.scenario.schedule.tail_reshard
-        self.tail = TailResharder(self, spec) if spec is not None and scenario.workload.agent is None else None
+        self.tail = TailResharder(self, spec) if spec is not None else None  # validation refuses it with an agent
 
     def generate_batch(self, n_prompts: int, samples_per_prompt: int, on_done=None):
         if self.tail is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import numpy as np
 
@@ -26,8 +27,19 @@ class OpsDataError(ValueError):
     """A profile folder or file that cannot be read (one line: file and what is wrong)."""
 
 
+class _Columns:
+    """Rows held as equal-length column arrays (a frozen dataclass of arrays, `measured_ms` among them)."""
+
+    def __len__(self) -> int:
+        return len(self.measured_ms)
+
+    def subset(self, mask: np.ndarray) -> Self:
+        """The rows where `mask` is true, as the same kind of table."""
+        return type(self)(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
+
+
 @dataclass(frozen=True)
-class DenseRows:
+class DenseRows(_Columns):
     """One row per (model, tp, tokens, operator) measurement of a dense layer's operator."""
 
     model: np.ndarray  # str
@@ -39,12 +51,6 @@ class DenseRows:
     n: np.ndarray
     k: np.ndarray
     elements: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.measured_ms)
-
-    def subset(self, mask: np.ndarray) -> DenseRows:
-        return DenseRows(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
 
 
 def _num(row: dict, key: str) -> float | None:
@@ -141,7 +147,7 @@ def read_dense(root: Path, gpu: str) -> DenseRows:
 
 
 @dataclass(frozen=True)
-class CollectiveRows:
+class CollectiveRows(_Columns):
     """Collective times: one row per (kind, group size, devices per node, message size)."""
 
     kind: np.ndarray  # "all_reduce" / "send_recv"
@@ -150,12 +156,6 @@ class CollectiveRows:
     per_node: np.ndarray
     size: np.ndarray  # bytes
     measured_ms: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.measured_ms)
-
-    def subset(self, mask: np.ndarray) -> CollectiveRows:
-        return CollectiveRows(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
 
 
 def read_collectives(root: Path, gpu: str) -> CollectiveRows | None:
