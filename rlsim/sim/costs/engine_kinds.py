@@ -29,6 +29,11 @@ from rlsim.sim.hardware import HardwareProfile
 FALLBACK_KERNEL_LAUNCH_US = 3.71
 
 
+def kernel_launch_us(hw: HardwareProfile) -> float:
+    """The profile's host launch cost per kernel, or the operator fit's where the profile has none."""
+    return hw.kernel_launch_us if hw.kernel_launch_us is not None else FALLBACK_KERNEL_LAUNCH_US
+
+
 def graph_step_overhead_ms(hw: HardwareProfile) -> float:
     """Per-step cost of an engine that replays CUDA graphs and hides its host work, from measured operators.
 
@@ -39,8 +44,7 @@ def graph_step_overhead_ms(hw: HardwareProfile) -> float:
     """
     if hw.gemm_fixed_us is None:
         raise ValueError(f"profile {hw.name!r} has no operator fit (gemm_fixed_us): no derived per-step cost")
-    launch = hw.kernel_launch_us if hw.kernel_launch_us is not None else FALLBACK_KERNEL_LAUNCH_US
-    return (hw.gemm_fixed_us + (hw.layer_small_ops_us or 0.0) + launch) * 1e-3
+    return (hw.gemm_fixed_us + (hw.layer_small_ops_us or 0.0) + kernel_launch_us(hw)) * 1e-3
 
 
 @dataclass(frozen=True, kw_only=False)
@@ -151,7 +155,7 @@ def engine_overheads(
         step_ms = hw.decode_fixed_overhead_ms
     launch_s = 0.0
     if not cuda_graphs:  # eager: every kernel's launch, layer by layer (generation.launch_time)
-        launch_s = (hw.kernel_launch_us if hw.kernel_launch_us is not None else FALLBACK_KERNEL_LAUNCH_US) * 1e-6
+        launch_s = kernel_launch_us(hw) * 1e-6
     host = host_per_seq_us if host_per_seq_us is not None else k.host_per_seq_us
     ar = allreduce_latency_us if allreduce_latency_us is not None else k.allreduce_latency_us
     return EngineOverheads(
