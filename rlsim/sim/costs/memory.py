@@ -149,11 +149,12 @@ def expert_split(model: ModelShape, tp: int, pp: int, dp: int, ep: int) -> tuple
 
     Experts are sharded over ep ranks and tensor-split over what is left of tp (Megatron-Core's
     expert_tensor_parallel_size = tp / ep when ep divides tp, else 1): max(tp, ep) GPUs share a layer's
-    experts, and the tp x dp ranks of a stage hold tp x dp / max(tp, ep) copies of each shard.
+    experts, and the tp x dp ranks of a stage hold tp x dp / max(tp, ep) copies of each shard (at least one:
+    a layout probed with fewer ranks than ep, which validation refuses, is priced as one copy).
     """
     experts = expert_params(model)
     split = max(tp, ep)
-    return ((model.params - experts) / (tp * pp), dp), (experts / (split * pp), tp * dp // split)
+    return ((model.params - experts) / (tp * pp), dp), (experts / (split * pp), max(1, tp * dp // split))
 
 
 def forward_memory_per_gpu(
