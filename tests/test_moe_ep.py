@@ -175,3 +175,19 @@ def test_verl_import_maps_expert_parallel_sizes():
     assert roles["actor"].parallel.ep == 8 and roles["rollout"].parallel.ep == 4
     assert imported.ledger.used["actor_rollout_ref.actor.megatron.expert_model_parallel_size"]
     assert_complete(imported.ledger)
+
+
+@pytest.mark.parametrize(("framework", "config", "override", "roles"), [
+    ("areal", "areal/gsm8k_grpo.yaml", "actor.backend=megatron:d2t2e4", ("actor", "reference")),
+    ("roll", "roll/rlvr/rlvr_config.yaml", "actor_train.strategy_args.strategy_config.expert_model_parallel_size=4",
+     ("actor",)),
+])
+def test_areal_and_roll_expert_sizes_become_parallel_ep(framework, config, override, roles):
+    """AReaL's allocation dimension `e` and ROLL's Megatron expert_model_parallel_size reach parallel.ep:
+    on these dense fixtures the imported scenario is refused for it, one line per role, naming the field."""
+    from rlsim.tools.importers.command import run_import
+
+    with pytest.raises(Exception) as err:
+        run_import(framework, ROOT / "tests" / "fixtures" / "import" / config, [override])
+    for role in roles:
+        assert f"roles.{role}.parallel.ep: 4 needs an MoE model, but model 'policy' is dense" in str(err.value)
