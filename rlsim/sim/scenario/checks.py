@@ -344,11 +344,12 @@ def role_forward_memory(role, model, hw: HardwareProfile, dp: int, max_seq_token
     from rlsim.sim.costs.memory import forward_memory_per_gpu
 
     t = role.train
+    fsdp = t.sharding == "fsdp"  # fully sharded over every GPU of the role, experts or not: EP changes nothing
     mem = forward_memory_per_gpu(
         model, hw, role.parallel.tp, role.parallel.pp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
-        ep=role.parallel.ep,
+        ep=1 if fsdp else role.parallel.ep,
     )
-    return replace(mem, weights=mem.weights / dp) if t.sharding == "fsdp" else mem
+    return replace(mem, weights=mem.weights / dp) if fsdp else mem
 
 
 def _one_line(exc: BaseException) -> str:
