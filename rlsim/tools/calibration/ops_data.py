@@ -5,8 +5,8 @@ by token count and TP degree, Vidur's `time_stats.<op>.median` columns plus the 
 optionally `moe.csv` (gating, shuffle, grouped expert GEMMs) and `attention.csv` (prefill/decode
 kernels by batch and KV length), and `network/<gpu>_*/{all_reduce,send_recv}.csv` (collective times
 by message size and group). Times are milliseconds per call on one GPU of the TP group.
-The head size is n_embd / n_head unless a `head_dim` column gives it (Qwen3's is not: neither layout
-carries it, so a copy of such a model's rows adds the column).
+The head size is n_embd / n_head unless a `head_dim` column gives it: neither layout carries one, so the
+copy of a model whose head size differs (Qwen3-30B-A3B: 128, not 2048 / 32) adds the column.
 Only the median columns are read, so a copy trimmed to them (hardware_profiles/operators/) reads alike.
 """
 
