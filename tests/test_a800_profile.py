@@ -34,7 +34,8 @@ def test_fit_error_on_the_a800_rows(fitted):
     fit, out = fitted
     # One dense model (Llama-2-7B, TP 1): all its rows are training rows, none held out. Measured: median 2.5%,
     # p90 8.7% over the 2,426 rows timed at >= 10 us.
-    scored = [r for r in csv.DictReader((out / "ops_fit.csv").open()) if r["model"] == "Llama-2-7b-hf"]
+    with (out / "ops_fit.csv").open() as fh:
+        scored = [r for r in csv.DictReader(fh) if r["model"] == "Llama-2-7b-hf"]
     assert len(scored) == 2610 and not any(r["held_out"] == "True" for r in scored)
     assert fit.train_median <= 0.03 and fit.train_p90 <= 0.10
     # Qwen3-30B-A3B's rows, from Frontier's newer linear_op profiler, run slower than the Llama-2-7B rows predict
