@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from rlsim.sim.hardware import _NUMERIC_FIELDS, HardwareProfile, available_profiles, load_profile, profiles_dir
 
-SHIPPED = ("a100-80gb", "h100-sxm", "h200", "h20", "b200", "mi300x", "l40s", "h800")
+SHIPPED = ("a100-80gb", "h100-sxm", "h200", "h20", "b200", "mi300x", "l40s", "h800", "a800")
 
 # docs/sources.md §1: BF16 TFLOP/s, HBM GB, HBM TB/s, NVLink GB/s per direction, NIC Gb/s.
 SPECS = {
@@ -20,6 +20,7 @@ SPECS = {
     "mi300x": (1307, 192, 5.3, 896 / 2, 400),  # xGMI 896 GB/s aggregate (bidirectional)
     "l40s": (362, 48, 0.864, 0, None),  # no NVLink; no NIC listed
     "h800": (989, 80, 3.35, 200, 400),  # AReaL testbed (docs/sources.md §7)
+    "a800": (312, 80, 2.039, 200, 200),  # A800 SXM4 datasheet; NIC assumed as DGX A100 (docs/sources.md §1)
 }
 
 # docs/sources.md §1, derived ridge points (FLOP/byte) = BF16 FLOP/s / HBM bytes/s.

@@ -5,6 +5,8 @@ by token count and TP degree, Vidur's `time_stats.<op>.median` columns plus the 
 optionally `moe.csv` (gating, shuffle, grouped expert GEMMs) and `attention.csv` (prefill/decode
 kernels by batch and KV length), and `network/<gpu>_*/{all_reduce,send_recv}.csv` (collective times
 by message size and group). Times are milliseconds per call on one GPU of the TP group.
+The head size is n_embd / n_head unless a `head_dim` column gives it: neither layout carries one, so the
+copy of a model whose head size differs (Qwen3-30B-A3B: 128, not 2048 / 32) adds the column.
 Only the median columns are read, so a copy trimmed to them (hardware_profiles/operators/) reads alike.
 """
 
@@ -70,7 +72,7 @@ def _shape(row: dict) -> dict:
     if None in (h, heads, kv, ffn):
         raise OpsDataError("missing shape columns n_embd/n_head/n_kv_head/n_expanded_embd")
     gated = str(row.get("use_gated_mlp", "True")).strip().lower() == "true"
-    return {"h": h, "heads": heads, "kv": kv, "ffn": ffn, "gated": gated, "d": h / heads}
+    return {"h": h, "heads": heads, "kv": kv, "ffn": ffn, "gated": gated, "d": _num(row, "head_dim") or h / heads}
 
 
 def dense_geometry(op: str, s: dict, tp: float, tokens: float) -> tuple[float, float, float]:

@@ -225,8 +225,9 @@ def fit_dense(rows: DenseRows, peak_flops: float, hbm_bytes_per_s: float, sms: i
 
 
 def error_stats(measured: np.ndarray, predicted: np.ndarray) -> tuple[float, float, int]:
-    """(median, p90) of |predicted/measured - 1| over rows measured at >= 10 us, and how many rows."""
-    sel = measured >= SCORED_MS
+    """(median, p90) of |predicted/measured - 1| over rows measured at >= 10 us, and how many rows (rows of an
+    operator kind the training rows lack have no prediction and are not scored)."""
+    sel = (measured >= SCORED_MS) & np.isfinite(predicted)
     if not sel.any():
         return float("nan"), float("nan"), 0
     err = np.abs(predicted[sel] / measured[sel] - 1.0)

@@ -22,8 +22,8 @@ from rlsim.tools.calibration.ops_fit import DenseFit, error_stats, fit_dense
 # The hardware profile whose datasheet peak and bandwidth each profiled GPU's efficiencies refer to.
 GPU_PROFILES = {"a100": "a100-80gb", "h100": "h100-sxm", "h800": "h800", "a800": "a800"}
 # Streaming multiprocessors and L2 cache bytes of each profiled GPU (NVIDIA A100 and H100 datasheets / whitepapers:
-# A100 108 SMs, 40 MB L2; H100 SXM 132 SMs, 50 MB L2; A800 and H800 are the same dies): the GEMMs' wave size and
-# the memory-bound operators' on-chip knee.
+# A100 108 SMs, 40 MB L2; H100 SXM 132 SMs, 50 MB L2; A800 and H800 are the same dies, NVIDIA A800 80GB SXM
+# datasheet): the GEMMs' wave size and the memory-bound operators' on-chip knee.
 GPU_CHIPS = {"a100": (108, 40e6), "a800": (108, 40e6), "h100": (132, 50e6), "h800": (132, 50e6)}
 _SINGLE_KERNEL_OPS = ("input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "emb")
 CSV_COLUMNS = ("gpu", "model", "tp", "op", "tokens", "measured_ms", "predicted_ms", "held_out")

@@ -31,7 +31,7 @@ MIN_ROWS = 3
 COMPONENT_FAMILIES = ("operator", "weight-sync")
 # What the measured operator profiles cover (shared/profiles README: Vidur A100/H100, Frontier A800/H800;
 # dense models 2.7B-72B at TP 1/2/4/8; Llama-3.1-405B only as FP8 linear operators on H800).
-PROFILED_GPUS = ("a100-80gb", "h100-sxm", "h800")
+PROFILED_GPUS = ("a100-80gb", "a800", "h100-sxm", "h800")
 PROFILED_PARAMS_B = (2.7, 72.0)
 PROFILED_TP = (1, 2, 4, 8)
 
