@@ -19,6 +19,11 @@ from rlsim.sim.suggest import did_you_mean
 # Plausible ranges: a datasheet number outside them is a typo (1e-300 TB/s is not a memory system, and its
 # reciprocal is inf). Efficiencies are fractions of a peak; below 0.1% nothing useful runs.
 MIN_EFFICIENCY = 0.001
+# Fallbacks for a profile without a send/recv fit (docs/operators.md, Expert parallelism): the in-node
+# point-to-point latency over the all-reduce's per-hop one, and the cross-node over the in-node latency,
+# rounded from the two DGX fits (A100 13.2/2.79 and 29.0/13.2, H100 7.6/2.04 and 19.1/7.6).
+P2P_PER_HOP_RATIO = 4.0
+P2P_INTER_NODE_RATIO = 2.5
 
 # Fields that are numbers about the hardware and therefore need a citation.
 _NUMERIC_FIELDS = (
@@ -36,6 +41,8 @@ _NUMERIC_FIELDS = (
     "train_mfu",
     "forward_mfu",
     "collective_latency_us",
+    "p2p_latency_us",
+    "p2p_latency_inter_node_us",
     "price_usd_per_gpu_hour",
     "gemm_fixed_us",
     "layer_small_ops_us",
@@ -78,6 +85,12 @@ class HardwareProfile(BaseModel):
     collective_latency_us: float = Field(
         ge=0, le=1_000_000, description="Per-collective latency term alpha, microseconds"
     )
+    p2p_latency_us: float | None = Field(
+        default=None, ge=0, le=1_000_000,
+        description="Latency of one point-to-point send/recv inside a node, us (None: 4 x collective_latency_us)")
+    p2p_latency_inter_node_us: float | None = Field(
+        default=None, ge=0, le=1_000_000,
+        description="Latency of one point-to-point send/recv between nodes, us (None: 2.5 x the in-node one)")
     price_usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=10_000, description="Indicative rental price")
     # Per-operator structure from `rlsim calibrate ops` (docs/operators.md); None: the older closed form.
     gemm_fixed_us: float | None = Field(
@@ -141,6 +154,21 @@ class HardwareProfile(BaseModel):
     @property
     def collective_latency_s(self) -> float:
         return self.collective_latency_us * 1e-6
+
+    def p2p_latency_s(self, inter_node: bool = False) -> float:
+        """One point-to-point message's latency (an all-to-all's fixed cost), inside a node or across nodes.
+
+        A profile without the send/recv fit falls back to the ratios of the two fitted ones (Vidur's DGX
+        send_recv.csv: in-node 3.7-4.7 x the all-reduce's per-hop latency, across nodes 2.2-2.5 x in-node).
+        """
+        intra = self.p2p_latency_us
+        if intra is None:
+            intra = P2P_PER_HOP_RATIO * self.collective_latency_us
+        if not inter_node:
+            return intra * 1e-6
+        if self.p2p_latency_inter_node_us is not None:
+            return self.p2p_latency_inter_node_us * 1e-6
+        return P2P_INTER_NODE_RATIO * intra * 1e-6
 
     @property
     def layer_fixed_s(self) -> float:

@@ -41,3 +41,11 @@ def p2p_time(size_bytes: float, bandwidth: float, latency_s: float) -> float:
     if size_bytes <= 0:
         return 0.0
     return size_bytes / bandwidth + latency_s
+
+
+def alltoall_time(size_bytes: float, n: int, bandwidth: float, latency_s: float) -> float:
+    """All-to-all of `size_bytes` per rank over n ranks: each keeps 1/n and sends the other (n-1)/n, one
+    message to every peer at once, so one point-to-point latency and (n-1)/n of the buffer per link."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    return latency_s + size_bytes * (n - 1) / n / bandwidth

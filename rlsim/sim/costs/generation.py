@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.engine_kinds import EngineOverheads, generic_overheads
+from rlsim.sim.costs.moe import ep_read_and_flops, generation_alltoall_time
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -143,7 +144,7 @@ def tp_allreduce_time(
 
 
 def linear_layers_time(
-    model: ModelShape, hw: HardwareProfile, tp: int, tokens: int, eta_mem: float | None = None
+    model: ModelShape, hw: HardwareProfile, tp: int, tokens: int, eta_mem: float | None = None, ep: int = 1
 ) -> float:
     """The linear layers of one step over `tokens` tokens: a smooth roofline of weight read and GEMMs.
 
@@ -153,10 +154,15 @@ def linear_layers_time(
     engine's weight-streaming efficiency (an engine kind's); default the profile's `decode_eta_mem`.
     A profile fitted to operators (`rlsim calibrate ops`, docs/operators.md) adds each layer's fixed
     kernel time (4 GEMMs' fixed cost and the norms, rope, activation and adds), which is what keeps a
-    many-layer model at high TP from looking faster than its kernels.
+    many-layer model at high TP from looking faster than its kernels. With expert parallelism (`ep` > 1)
+    the experts' read and GEMMs are the busiest EP rank's (costs/moe.py).
     """
-    read = _weight_bytes_read(model, tokens) / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
-    compute = 2.0 * model.active_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
+    if ep > 1 and model.num_experts:
+        weight_read, flop_params = ep_read_and_flops(model, tokens, ep)
+    else:
+        weight_read, flop_params = _weight_bytes_read(model, tokens), model.active_params
+    read = weight_read / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
+    compute = 2.0 * flop_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
     fixed = hw.layer_fixed_s
     if model.num_experts and hw.moe_layer_fixed_us is not None:
         fixed += hw.moe_layer_fixed_us * 1e-6  # gating, top-k routing, token shuffle, grouped-GEMM fixed cost
@@ -184,6 +190,8 @@ def decode_coefficients(
     batch: int,
     host_per_seq_s: float = 0.0,
     overheads: EngineOverheads | None = None,
+    ep: int = 1,
+    gpus_per_node: int = 8,
 ) -> DecodeCoefficients:
     """Coefficients of the decode step time for `batch` running sequences on a `tp`-GPU engine.
 
@@ -193,11 +201,16 @@ def decode_coefficients(
     `overheads` are the engine's per-step costs (`engine_kinds.engine_overheads`); without them the
     hardware profile's calibrated per-step cost and `host_per_seq_s` apply (DistServe's c*B term,
     docs/sources.md §2: host work per running sequence that the engine does not hide behind the GPU).
+    With expert parallelism (`ep` > 1, `gpus_per_node` to place it) every MoE layer adds its dispatch and
+    combine all-to-alls to the intercept, and its experts are the busiest EP rank's (costs/moe.py).
     """
     o = overheads if overheads is not None else generic_overheads(hw, host_per_seq_s)
+    intercept = linear_layers_time(model, hw, tp, batch, o.weight_eta_mem, ep) + tp_allreduce_time(
+        model, hw, tp, batch, latency_s=o.allreduce_latency_s)
+    if ep > 1:
+        intercept += generation_alltoall_time(model, hw, ep, batch, gpus_per_node)
     return DecodeCoefficients(
-        intercept=linear_layers_time(model, hw, tp, batch, o.weight_eta_mem)
-        + tp_allreduce_time(model, hw, tp, batch, latency_s=o.allreduce_latency_s),
+        intercept=intercept,
         slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
         fixed=o.step_s + launch_time(model, tp, o) + o.host_per_seq_s * batch + model.layers * hw.attention_fixed_s,
         batch=batch,
@@ -225,18 +238,21 @@ def prefill_time(
     new_tokens_sq: float | None = None,
     cached_cross: float = 0.0,
     overheads: EngineOverheads | None = None,
+    ep: int = 1,
+    gpus_per_node: int = 8,
 ) -> float:
     """One prefill iteration over `new_tokens` prompt tokens.
 
     Causal attention costs 2*L*q_dim*T^2 per sequence of T new tokens (`new_tokens_sq` = sum of T_i^2,
     default a single sequence) plus 4*L*q_dim*T*P for new tokens attending a cached prefix of P
     (`cached_cross` = sum of T_i * P_i). Weights are streamed once per iteration, so tiny prefills are
-    memory bound; the engine's fixed step cost and the TP all-reduces are paid once.
+    memory bound; the engine's fixed step cost and the TP all-reduces are paid once. `ep`, `gpus_per_node`:
+    expert parallelism as in `decode_coefficients`.
     """
     if new_tokens <= 0:
         return 0.0
     sq = new_tokens**2 if new_tokens_sq is None else new_tokens_sq
-    return PrefillCost(model, hw, tp, overheads).time(new_tokens, sq, cached_cross)
+    return PrefillCost(model, hw, tp, overheads, ep, gpus_per_node).time(new_tokens, sq, cached_cross)
 
 
 class PrefillCost:
@@ -247,11 +263,14 @@ class PrefillCost:
     """
 
     __slots__ = ("_model", "_hw", "_tp", "_latency_s", "_step_s", "_flops_per_token", "_flops_per_sq",
-                 "_compute_rate", "_memory_rate", "_dense_memory")
+                 "_compute_rate", "_memory_rate", "_dense_memory", "_ep", "_gpus_per_node")
 
-    def __init__(self, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads | None = None):
+    def __init__(self, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads | None = None,
+                 ep: int = 1, gpus_per_node: int = 8):
         o = overheads if overheads is not None else generic_overheads(hw)
         self._model, self._hw, self._tp = model, hw, tp
+        self._ep = ep if model.num_experts else 1
+        self._gpus_per_node = gpus_per_node
         self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s + launch_time(model, tp, o)
         self._flops_per_token = 2.0 * model.active_params
         self._flops_per_sq = 2.0 * model.layers * (model.heads * model.d_head)
@@ -267,6 +286,8 @@ class PrefillCost:
         frame, a method call does not (an engine calls this once per admission round)."""
         if new_tokens <= 0:
             return 0.0
+        if self._ep > 1:
+            return self._ep_time(new_tokens, new_tokens_sq, cached_cross)
         flops = self._flops_per_token * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
         compute = flops / self._compute_rate
         memory = self._dense_memory
@@ -276,6 +297,16 @@ class PrefillCost:
         comm = 0.0 if tp <= 1 else tp_allreduce_time(self._model, self._hw, tp, int(new_tokens),
                                                      latency_s=self._latency_s)
         return (memory if memory > compute else compute) + self._step_s + comm  # max(), without the builtin
+
+    def _ep_time(self, new_tokens: float, new_tokens_sq: float, cached_cross: float) -> float:
+        """`time` of an expert-parallel engine: the busiest EP rank's experts and the all-to-alls added."""
+        model, hw, tp, ep = self._model, self._hw, self._tp, self._ep
+        read, flop_params = ep_read_and_flops(model, new_tokens, ep)
+        flops = 2.0 * flop_params * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
+        compute, memory = flops / self._compute_rate, read / self._memory_rate
+        comm = tp_allreduce_time(model, hw, tp, int(new_tokens), latency_s=self._latency_s)
+        comm += generation_alltoall_time(model, hw, ep, new_tokens, self._gpus_per_node)
+        return max(memory, compute) + self._step_s + comm
 
 
 def serving_itl(

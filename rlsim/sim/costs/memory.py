@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlsim.sim.costs.moe import expert_params
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -115,17 +116,27 @@ def training_memory_per_gpu(
     grad_bytes: float = 4.0,
     optimizer_bytes_per_param: float = 12.0,
     activation_checkpointing: bool = True,
+    ep: int = 1,
 ) -> MemoryBreakdown:
     """Mixed-precision Adam training state per GPU (docs/sources.md §3 "Memory").
 
     bf16 params 2N, grads `grad_bytes`*N (fp32 by default), Adam fp32 master + m + v 12N, all split
     over tp*pp model-parallel ranks and, when sharded (ZeRO-1/2/3, FSDP), over the dp ranks. N counts
     every MoE expert: expert weights are stored and optimised even when few are active per token.
+    With expert parallelism (`ep` > 1) the experts are split over max(tp, ep) ranks instead of tp, and
+    their sharded state over the tp x dp / max(tp, ep) expert-data-parallel ranks (`expert_split`).
     """
-    n_model = model.params / (tp * pp)
-    weights = PARAM_BYTES_TRAIN * n_model / (dp if shard_params else 1)
-    grads = grad_bytes * n_model / (dp if shard_grads else 1)
-    optimizer = optimizer_bytes_per_param * n_model / (dp if shard_optimizer else 1)
+    if ep > 1 and model.num_experts:
+        (dense, d_dp), (experts, e_dp) = expert_split(model, tp, pp, dp, ep)
+        weights, grads, optimizer = (
+            per * (dense / (d_dp if shard else 1) + experts / (e_dp if shard else 1))
+            for per, shard in ((PARAM_BYTES_TRAIN, shard_params), (grad_bytes, shard_grads),
+                               (optimizer_bytes_per_param, shard_optimizer)))
+    else:
+        n_model = model.params / (tp * pp)
+        weights = PARAM_BYTES_TRAIN * n_model / (dp if shard_params else 1)
+        grads = grad_bytes * n_model / (dp if shard_grads else 1)
+        optimizer = optimizer_bytes_per_param * n_model / (dp if shard_optimizer else 1)
     activations = training_activation_bytes(model, tp, micro_batch_tokens, activation_checkpointing)
     return MemoryBreakdown(
         weights=weights, grads=grads, optimizer=optimizer, activations=activations, kv=0.0,
@@ -133,15 +144,32 @@ def training_memory_per_gpu(
     )
 
 
+def expert_split(model: ModelShape, tp: int, pp: int, dp: int, ep: int) -> tuple[tuple[float, int], ...]:
+    """((non-expert parameters per GPU, their data-parallel ranks), (expert parameters per GPU, theirs)).
+
+    Experts are sharded over ep ranks and tensor-split over what is left of tp (Megatron-Core's
+    expert_tensor_parallel_size = tp / ep when ep divides tp, else 1): max(tp, ep) GPUs share a layer's
+    experts, and the tp x dp ranks of a stage hold tp x dp / max(tp, ep) copies of each shard (at least one:
+    a layout probed with fewer ranks than ep, which validation refuses, is priced as one copy).
+    """
+    experts = expert_params(model)
+    split = max(tp, ep)
+    return ((model.params - experts) / (tp * pp), dp), (experts / (split * pp), max(1, tp * dp // split))
+
+
 def forward_memory_per_gpu(
-    model: ModelShape, hw: HardwareProfile, tp: int, pp: int, micro_batch_tokens: float
+    model: ModelShape, hw: HardwareProfile, tp: int, pp: int, micro_batch_tokens: float, ep: int = 1
 ) -> MemoryBreakdown:
     """Forward-only pass (reference / old log-prob / value): weights, one live layer, fp32 logits.
 
     No activations are kept between layers, but the logits (vocab x tokens, fp32) of the micro-batch
     exist at once and are often the peak for large-vocabulary models.
     """
-    weights = model.weight_bytes_total / (tp * pp)
+    if ep > 1 and model.num_experts:
+        (dense, _), (experts, _) = expert_split(model, tp, pp, 1, ep)
+        weights = (dense + experts) * model.weight_bytes
+    else:
+        weights = model.weight_bytes_total / (tp * pp)
     activations = _layer_activation_bytes(model, micro_batch_tokens, tp)
     activations += model.vocab * micro_batch_tokens * LOGIT_BYTES / tp
     return MemoryBreakdown(

@@ -23,6 +23,8 @@ import numpy as np
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.long_context import PLAIN, PassOptions, micro_batches, rank_parts
+from rlsim.sim.costs.memory import expert_split
+from rlsim.sim.costs.moe import TrainingEP
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -74,15 +76,21 @@ def grad_allreduce_time(
     gpus_per_node: int,
     grad_bytes: float = 2.0,
     params: float | None = None,
+    ep: int = 1,
 ) -> float:
     """Ring all-reduce of each rank's gradient shard (grad_bytes*N/(tp*pp)) across its dp peers.
 
     The dp group is strided by tp*pp, so it leaves the node (and drops to NIC bandwidth) as soon as
     the whole tp*pp*dp job does. N counts every expert: all of them have gradients (`params`: only
-    these have gradients, e.g. LoRA adapters).
+    these have gradients, e.g. LoRA adapters). With expert parallelism (`ep` > 1) the expert gradients
+    are reduced apart, over their expert-data-parallel ranks (costs/memory.expert_split).
     """
-    size = grad_bytes * (model.params if params is None else params) / (tp * pp)
     bw = ring_bandwidth_bytes_per_s(hw, tp * pp * dp, gpus_per_node)
+    if ep > 1 and model.num_experts and params is None:
+        (dense, d_dp), (experts, e_dp) = expert_split(model, tp, pp, dp, ep)
+        return (allreduce_time(grad_bytes * dense, d_dp, bw, hw.collective_latency_s)
+                + allreduce_time(grad_bytes * experts, e_dp, bw, hw.collective_latency_s))
+    size = grad_bytes * (model.params if params is None else params) / (tp * pp)
     return allreduce_time(size, dp, bw, hw.collective_latency_s)
 
 
@@ -272,8 +280,14 @@ def frozen_base_flops(model: ModelShape, tokens: float, adapters: float) -> floa
 
 
 def rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_budget: int,
-              opts: PassOptions, adapters: float | None = None) -> tuple[float, float]:
-    """(compute, pipeline bubble) of one DP rank's pass (`adapters`: a LoRA update, see train_pass_time)."""
+              opts: PassOptions, adapters: float | None = None, moe: TrainingEP | None = None) -> tuple[float, float]:
+    """(compute, pipeline bubble) of one DP rank's pass (`adapters`: a LoRA update, see train_pass_time;
+    `moe`: expert parallelism, whose all-to-alls count as busy time and stretch with the pipeline bubble)."""
+    if moe is not None:
+        compute, bubble = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters)
+        micro = micro_batches(rank, token_budget, opts)
+        comm = moe.pass_time(rank, micro, train, opts.recompute)
+        return compute + comm, bubble + comm * (pipeline_bubble_factor(pp, micro) - 1.0)
     lora = adapters is not None and train
     if opts.plain:  # the plain 6NT + attention-at-MFU model, exactly as before
         tokens = float(rank.sum())
@@ -289,16 +303,24 @@ def rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_
 
 
 def _slowest_rank(train: bool, mfu: float, model, hw, ranks, tp: int, pp: int, token_budget: int,
-                  opts: PassOptions = PLAIN, adapters: float | None = None):
+                  opts: PassOptions = PLAIN, adapters: float | None = None, moe: TrainingEP | None = None):
     """(compute, bubble) of the slowest DP rank (busy = compute + pipeline bubble); None if all are empty."""
     worst = None
     for rank in ranks:
         if len(rank) == 0:
             continue
-        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters)
+        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters, moe)
         if worst is None or sum(busy) > sum(worst):
             worst = busy
     return worst
+
+
+def expert_parallel(model: ModelShape, hw: HardwareProfile, ep: int, tp: int, pp: int,
+                    gpus_per_node: int) -> TrainingEP | None:
+    """The all-to-all pricing of an expert-parallel role, None without EP (or for a dense model)."""
+    if ep <= 1 or not model.num_experts:
+        return None
+    return TrainingEP(model, hw, ep, tp, pp, gpus_per_node)
 
 
 def forward_pass_time(
@@ -311,10 +333,14 @@ def forward_pass_time(
     token_budget: int,
     balance: bool = True,
     opts: PassOptions = PLAIN,
+    ep: int = 1,
+    gpus_per_node: int = 8,
 ) -> float:
-    """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch."""
+    """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch (`ep`: expert
+    parallelism, two all-to-alls per MoE layer and micro-batch, costs/moe.py)."""
+    moe = expert_parallel(model, hw, ep, tp, pp, gpus_per_node)
     worst = _slowest_rank(False, hw.forward_mfu, model, hw, split_across_dp(seq_lens, dp, balance), tp, pp,
-                          token_budget, opts)
+                          token_budget, opts, moe=moe)
     return 0.0 if worst is None else sum(worst)
 
 
@@ -338,21 +364,25 @@ def train_pass_time(
     balance_scope: str = "mini_batch",
     clip_grad_norm: bool = False,
     adapters: float | None = None,
+    ep: int = 1,
 ) -> float:
     """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
 
     `grad_bytes`: DP traffic per parameter as an equivalent all-reduce (TrainSpec.grad_comm_bytes_per_param).
     `opts`: the long-context mechanisms priced (costs/long_context.py); `balance_scope`: see `update_plan`.
     `adapters`: LoRA over a frozen base (costs/lora.py): the base's weight gradients are not computed, and
-    the optimizer and the gradient all-reduce cover these adapter parameters only.
+    the optimizer and the gradient all-reduce cover these adapter parameters only. `ep`: expert parallelism
+    (costs/moe.py): four all-to-alls per MoE layer and micro-batch (six with full recompute), expert
+    gradients reduced over their own data-parallel ranks.
     """
-    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes, adapters)
+    moe = expert_parallel(model, hw, ep, tp, pp, gpus_per_node)
+    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes, adapters, ep)
     opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, clip_grad_norm, adapters)
     seq_lens = np.asarray(seq_lens)
     total = 0.0
     for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance, balance_scope):
         worst = _slowest_rank(True, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
-                              token_budget, opts, adapters)
+                              token_budget, opts, adapters, moe)
         if worst is None:
             continue
         compute, bubble = worst

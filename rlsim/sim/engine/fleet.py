@@ -34,7 +34,8 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     return [
         InferenceEngine(
             env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
-            pool=role.pool, role=role_name, decode_cache=shared,
+            pool=role.pool, role=role_name, decode_cache=shared, ep=role.parallel.ep,
+            gpus_per_node=scn.cluster.pools[role.pool].gpus_per_node,
         )
         for i in range(count)
     ]

@@ -45,7 +45,7 @@ class InferenceEngine:
         "running", "_heap", "_seq", "_tick", "_base", "_cache", "_coeffs", "_wake", "_decoding",
         "_segment", "_segment_end", "_segment_steps", "load_watch", "_pause_requested", "_resume_evt", "_resume_mode",
         "paused", "_busy_start", "_busy_step", "tokens_generated", "tokens_prefilled", "preemptions", "completed",
-        "stats_columns", "process", "admission_gate"
+        "stats_columns", "process", "admission_gate", "_ep_layout"
     )
 
     def __init__(
@@ -61,6 +61,8 @@ class InferenceEngine:
         role: str = "rollout",
         record_stats: bool = True,
         decode_cache: dict[int, DecodeCoefficients] | None = None,
+        ep: int = 1,
+        gpus_per_node: int = 8,
     ):
         self.env = env
         self.name = name
@@ -72,7 +74,8 @@ class InferenceEngine:
         self._max_num_seqs, self._max_batched_tokens = settings.max_num_seqs, settings.max_num_batched_tokens
         self._prefix_caching, self._chunked_prefill = settings.enable_prefix_caching, settings.chunked_prefill
         self.overheads = settings.overheads(hw)  # the engine kind's per-step costs on this GPU
-        self._prefill_cost = PrefillCost(model, hw, tp, self.overheads)
+        self._ep_layout = (ep, gpus_per_node)  # expert parallelism and the node it is placed on (costs/moe.py)
+        self._prefill_cost = PrefillCost(model, hw, tp, self.overheads, ep, gpus_per_node)
         self.kv_capacity = float(kv_capacity_tokens)
         self.pool = pool
         self.role = role
@@ -214,7 +217,9 @@ class InferenceEngine:
     def _coefficients(self, batch: int) -> DecodeCoefficients:
         c = self._coeffs.get(batch)
         if c is None:
-            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch, overheads=self.overheads)
+            ep, gpn = self._ep_layout
+            c = self._coeffs[batch] = decode_coefficients(self.model, self.hw, self.tp, batch, overheads=self.overheads,
+                                                          ep=ep, gpus_per_node=gpn)
         return c
 
     def _flush_versions(self, req: Request) -> None:

@@ -104,7 +104,9 @@ def _decode_work(scn: Scenario, role: str, seconds: np.ndarray, running: np.ndar
     if not len(s):
         return 0.0, 0.0
     batches = np.unique(n)  # one set of step-time coefficients per batch size (t = a + b * context)
-    coef = {int(b): decode_coefficients(model, hw, tp, int(b), overheads=overheads) for b in batches}
+    ep, gpn = spec.parallel.ep, scn.cluster.pools[spec.pool].gpus_per_node
+    coef = {int(b): decode_coefficients(model, hw, tp, int(b), overheads=overheads, ep=ep, gpus_per_node=gpn)
+            for b in batches}
     a = np.array([coef[int(b)].intercept + coef[int(b)].fixed for b in n])
     slope = np.array([coef[int(b)].slope for b in n])
     iters = s / (a + slope * ctx)

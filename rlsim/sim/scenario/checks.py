@@ -132,9 +132,34 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
                 )
             )
             ok = False
+        if ok and role.parallel.ep > 1:
+            ep_problems = _expert_parallel_problems(scn, name, gpus)
+            problems += ep_problems
+            ok = not ep_problems
         if ok:
             sound.add(name)
     return sound
+
+
+def _expert_parallel_problems(scn: Scenario, name: str, gpus: int) -> list[Problem]:
+    """`parallel.ep` > 1: an MoE model whose experts split evenly over ep GPUs of one engine (SGLang's
+    --ep-size divides its tp) or of a training role's tp x dp ranks (Megatron's expert_model_parallel_size)."""
+    role = scn.roles[name]
+    ep, tp, pp = role.parallel.ep, role.parallel.tp, role.parallel.pp
+    at = f"roles.{name}.parallel.ep"
+    model = scn.models[role.model]
+    if not model.num_experts:
+        return [Problem(at, f"{ep} needs an MoE model, but model {role.model!r} is dense (num_experts 0)")]
+    problems = []
+    if role.engine is not None and tp % ep:
+        problems.append(Problem(at, f"must divide the engine's tp ({tp}): experts are sharded over the engine's "
+                                f"GPUs, got {ep}"))
+    elif role.engine is None and (gpus // pp) % ep:
+        problems.append(Problem(at, f"must divide tp × dp ({gpus // pp}): experts are sharded over the "
+                                f"data- and tensor-parallel ranks, got {ep}"))
+    if model.num_experts % ep:
+        problems.append(Problem(at, f"must divide the model's num_experts ({model.num_experts}), got {ep}"))
+    return problems
 
 
 def _check_algorithm(scn: Scenario, problems: list[Problem]) -> None:
@@ -308,7 +333,7 @@ def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_toke
         model, hw, role.parallel.tp, role.parallel.pp, dp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
         shard_optimizer=True, shard_grads=fsdp, shard_params=fsdp,
         grad_bytes=4.0 if t.grad_reduce_dtype == "fp32" else 2.0,
-        activation_checkpointing=t.activation_checkpointing,
+        activation_checkpointing=t.activation_checkpointing, ep=role.parallel.ep,
     )
 
 
@@ -319,10 +344,12 @@ def role_forward_memory(role, model, hw: HardwareProfile, dp: int, max_seq_token
     from rlsim.sim.costs.memory import forward_memory_per_gpu
 
     t = role.train
+    fsdp = t.sharding == "fsdp"  # fully sharded over every GPU of the role, experts or not: EP changes nothing
     mem = forward_memory_per_gpu(
-        model, hw, role.parallel.tp, role.parallel.pp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens)
+        model, hw, role.parallel.tp, role.parallel.pp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
+        ep=1 if fsdp else role.parallel.ep,
     )
-    return replace(mem, weights=mem.weights / dp) if t.sharding == "fsdp" else mem
+    return replace(mem, weights=mem.weights / dp) if fsdp else mem
 
 
 def _one_line(exc: BaseException) -> str:

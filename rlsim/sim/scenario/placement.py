@@ -357,6 +357,8 @@ def placement_rows(scn: Scenario) -> list[dict]:
             layout = f"{(stop - start) // par.tp} engines x tp {par.tp}"
         else:
             layout = f"tp {par.tp} x pp {par.pp} x dp {(stop - start) // (par.tp * par.pp)}"
+        if par.ep > 1:
+            layout += f", experts over ep {par.ep}"
         shares = [r for r in rs.roles if r != role and rs.roles_share_gpus(role, r)]
         rows.append({"role": role, "pool": spec.pool, "pool GPUs": f"{start}-{stop - 1}", "layout": layout,
                      "takes turns with": ", ".join(shares) or "-"})

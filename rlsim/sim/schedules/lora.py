@@ -19,7 +19,7 @@ def serve_adapter(engines: list, lora) -> None:
     for e in engines:
         extra = lora_step_overhead_s(e.model, e.hw, e.tp, lora.rank, lora.targets, lora.kernel_us * 1e-6)
         e.overheads = replace(e.overheads, step_s=e.overheads.step_s + extra)
-        e._prefill_cost = PrefillCost(e.model, e.hw, e.tp, e.overheads)
+        e._prefill_cost = PrefillCost(e.model, e.hw, e.tp, e.overheads, *e._ep_layout)
         e._coeffs = shared
 
 

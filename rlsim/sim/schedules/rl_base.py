@@ -194,11 +194,11 @@ class RLSchedule(Schedule):
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
                 grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
                 balance_scope="batch" if t.long_context_costs else "mini_batch",
-                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, **lora,
+                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, ep=r.parallel.ep, **lora,
             )
         return forward_pass_time(
             model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
-            t.balance_batch, t.pass_options(phase, role),
+            t.balance_batch, t.pass_options(phase, role), ep=r.parallel.ep, gpus_per_node=self._gpn(role),
         )
 
     def first_step_bound_s(self) -> float:

@@ -42,7 +42,8 @@ class TailResharder:
                                       eng.activation_reserve_gb * 1e9)
         shared: dict = {}
         self.wide = [InferenceEngine(schedule.env, f"wide-{i}", self.model, self.hw, self.wide_tp, eng, capacity,
-                                     pool=role.pool, role="rollout", decode_cache=shared)
+                                     pool=role.pool, role="rollout", decode_cache=shared, ep=role.parallel.ep,
+                                     gpus_per_node=scn.cluster.pools[role.pool].gpus_per_node)
                      for i in range(len(narrow) // spec.factor)]
         self._named = {e.name: e for e in narrow}
         self.log: list[dict] = []  # one record per rollout: the decision and what it measured

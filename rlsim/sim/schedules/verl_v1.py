@@ -72,8 +72,10 @@ class VerlV1Schedule(FullyAsyncSchedule):
         eng = rollout.engine
         capacity = kv_capacity_tokens(model, hw, tp, eng.gpu_memory_utilization, eng.activation_reserve_gb * 1e9)
         shared: dict = {}
+        gpn = scn.cluster.pools[actor.pool].gpus_per_node
         return [InferenceEngine(env, f"lent-{i}", model, hw, tp, eng, capacity, pool=actor.pool, role="rollout",
-                                decode_cache=shared) for i in range(scn.role_gpus("actor") // tp)]
+                                decode_cache=shared, ep=rollout.parallel.ep, gpus_per_node=gpn)
+                for i in range(scn.role_gpus("actor") // tp)]
 
     # ------------------------------------------------------------------ where work may run
 

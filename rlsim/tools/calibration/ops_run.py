@@ -65,6 +65,18 @@ class OpsResult:
         }
         if self.launch_us is not None:
             out["kernel_launch_us"] = round(self.launch_us, 2)
+        out.update(self.p2p_latencies())
+        return out
+
+    def p2p_latencies(self) -> dict[str, float]:
+        """Point-to-point send/recv latency between two GPUs of a node and of two nodes (an expert-parallel
+        all-to-all's fixed cost, docs/operators.md), where the folder has send_recv rows."""
+        out = {}
+        for field, per_node in (("p2p_latency_us", 2), ("p2p_latency_inter_node_us", 1)):
+            fit = next((c for c in self.collectives if c.kind == "send_recv" and c.workers == 2
+                        and c.per_node == per_node), None)
+            if fit is not None:
+                out[field] = round(float(fit.latency_us), 1)
         return out
 
 

@@ -185,7 +185,10 @@ def _roles(ledger: Ledger, config: dict, engines: dict[str, Component], hw: str,
     roles: dict[str, dict] = {}
     for role, comp in present.items():
         pool = names[comp.group]
-        spec: dict[str, Any] = {"pool": pool, "model": "policy", "parallel": {"tp": comp.tp, "pp": comp.pp}}
+        parallel = {"tp": comp.tp, "pp": comp.pp}
+        if comp.dims.get("e", 1) > 1:  # AReaL's expert_parallel_size (expert tensor parallel 1): parallel.ep
+            parallel["ep"] = comp.dims["e"]
+        spec: dict[str, Any] = {"pool": pool, "model": "policy", "parallel": parallel}
         if comp.gpus != sizes[pool]:
             spec["gpus"] = comp.gpus
         if comp.inference:

@@ -142,7 +142,8 @@ def _role(ledger: Ledger, worker: str, placed: dict, lengths) -> dict[str, Any]:
                                     f"roles.{role}.train.activation_checkpointing = not this")
         if checkpointing is not None:
             train["activation_checkpointing"] = not checkpointing
-    spec.update(parallel={"tp": tp, "pp": pp}, train=train)
+    ep = ledger.int_value(f"{conf}.expert_model_parallel_size", f"roles.{role}.parallel.ep", default=1) or 1
+    spec.update(parallel={"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})}, train=train)
     return spec
 
 

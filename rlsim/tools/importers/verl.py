@@ -117,7 +117,9 @@ def _parallel(ledger: Ledger, prefix: str, engine_key: str, strategy: str, gpus:
     if gpus % (tp * pp):
         ledger.error(f"{meg}.tensor_model_parallel_size",
                      f"tensor × pipeline parallel = {tp} × {pp} does not divide the {gpus} training GPUs")
-    return {"tp": tp, "pp": pp}
+    # Megatron's expert_model_parallel_size: experts sharded over ep of the tp x dp ranks (docs/operators.md)
+    ep = ledger.int_value(f"{meg}.expert_model_parallel_size", f"roles.*.parallel.ep ({prefix})", default=1) or 1
+    return {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})}
 
 
 def _train_role(ledger: Ledger, prefix: str, fsdp_key: str, pool: str, model: str, gpus: int,
@@ -188,6 +190,11 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
     if pool_spec["gpus_per_node"] % tp or gpus % (tp * pp):
         ledger.error(f"{R}.tensor_model_parallel_size", f"rollout TP {tp} (x PP {pp}) does not divide the "
                      f"{gpus} rollout GPUs ({pool_spec['gpus_per_node']} per node)")
+    ep = ledger.int_value(f"{R}.expert_parallel_size", "roles.rollout.parallel.ep (experts over the engine's GPUs)",
+                          default=1) or 1
+    if tp % ep:
+        ledger.error(f"{R}.expert_parallel_size", f"{ep} does not divide the rollout TP {tp}: rlsim shards experts "
+                     "over one engine's GPUs (vLLM's EP without data-parallel attention)")
     for key, field in ENGINE_KNOBS:
         value = ledger.use(f"{R}.{key}", f"roles.rollout.engine.{field}")
         if value is not None:
@@ -202,7 +209,8 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
     else:
         ledger.use(f"{R}.free_cache_engine", "colocated switch frees the KV cache (hybridflow's switch)"
                    if kind == "hybridflow" else f"engines keep their KV ({kind}: rollout GPUs are its own)")
-    return {"pool": pool, "model": "policy", "parallel": {"tp": tp, "pp": pp}, "engine": engine}
+    parallel = {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})}
+    return {"pool": pool, "model": "policy", "parallel": parallel, "engine": engine}
 
 
 def _algorithm(ledger: Ledger, kind: str, train_gpus: int) -> dict[str, Any]:

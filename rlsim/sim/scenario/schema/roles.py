@@ -27,6 +27,13 @@ class ParallelSpec(Strict):
         default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
         description="Data parallel degree (default: derived)"
     )
+    ep: int = Field(
+        default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Expert parallel degree of an MoE model: its experts are sharded over ep GPUs instead of "
+        "tensor-sliced, with a dispatch and a combine all-to-all per MoE layer (docs/operators.md). An engine "
+        "role (SGLang --ep-size, vLLM enable_expert_parallel): ep divides tp. A training or forward role "
+        "(Megatron expert_model_parallel_size): ep divides tp x dp",
+    )
 
 
 class EngineSpec(Strict):
