@@ -1,5 +1,6 @@
-"""Expert parallelism in the colocated train -> generate transition and in host offload: worked numbers for
-Qwen3-30B-A3B (docs/operators.md, "Expert parallelism"), ep 1 unchanged, and the shipped MoE scenario."""
+"""Expert parallelism in the colocated train -> generate transition, in host offload and in an eager engine's
+kernel launches: worked numbers for Qwen3-30B-A3B (docs/operators.md, "Expert parallelism"), ep 1 unchanged, and
+the shipped MoE scenario."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from rlsim.sim.costs.engine_kinds import engine_overheads
+from rlsim.sim.costs.generation import PrefillCost, decode_coefficients, kernels_per_layer
 from rlsim.sim.costs.memory import training_memory_per_gpu
 from rlsim.sim.costs.moe import expert_params
 from rlsim.sim.costs.offload import offload_bytes_per_gpu, offload_time
@@ -141,3 +144,19 @@ def test_shipped_moe_scenario_transition():
     # out before generation and back after it: twice the 53.89 GB of the GPU's state over its PCIe link
     assert offload["timing_s/transition/offload"] == pytest.approx(2 * 53.89e9 / H100.pcie_bytes_per_s, rel=1e-3)
     assert shipped["timing_s/transition/offload"] == pytest.approx(2 * 22.90e9 / H100.pcie_bytes_per_s, rel=1e-3)
+
+
+def test_an_eager_ep_engine_launches_dispatch_and_combine_every_moe_layer():
+    """Without CUDA graphs every kernel is launched from the host: an MoE layer at ep > 1 adds its dispatch and
+    combine (20 kernels at TP 8 instead of 18): 48 layers x 2 x the profile's launch cost per step."""
+    assert (kernels_per_layer(8, moe=True), kernels_per_layer(8, moe=True, ep=8)) == (18, 20)
+    assert kernels_per_layer(8, moe=False, ep=8) == kernels_per_layer(8)  # a dense model has nothing to dispatch
+    eager = engine_overheads("vllm-v1", H100, False)
+    extra = 48 * 2 * eager.launch_per_kernel_s
+    assert extra > 0
+    for cuda_graphs, added in ((False, extra), (True, 0.0)):
+        o = engine_overheads("vllm-v1", H100, cuda_graphs)
+        ep1, ep8 = (decode_coefficients(QWEN, H100, 8, 16, overheads=o, ep=ep).fixed for ep in (1, 8))
+        assert ep8 - ep1 == pytest.approx(added, abs=1e-15)
+        p1, p8 = (PrefillCost(QWEN, H100, 8, o, ep)._step_s for ep in (1, 8))
+        assert p8 - p1 == pytest.approx(added, abs=1e-15)
