@@ -85,6 +85,24 @@ def test_training_ep_that_does_not_divide_tp_dp_or_num_experts_is_pruned():
     assert any("num_experts (120), got 16" in line for line in expected)
 
 
+def test_an_moe_actor_that_does_not_fit_is_told_the_ep_that_would():
+    cands = enumerate_candidates(moe_base(), space([4], [1], [{"tp": 1, "ep": e, "offload": "optimizer"}
+                                                              for e in (1, 2, 4)]))
+    reasons = {c.knobs["train"]: c.reason for c in cands}
+    assert reasons["tp1-pp1-ep1-optimizer"] == (
+        "roles.actor: does not fit: needs 212.1 GB per GPU (weights 61.1, grads 122.1, optimizer 22.9, activations "
+        "6.0) > 80.0 GB; fits with parallel.tp=4 or parallel.ep=8")
+    assert reasons["tp1-pp1-ep4-optimizer"].endswith("fits with 32 GPUs for this role (data parallel 32) or "
+                                                     "parallel.tp=2 or parallel.ep=8")
+    # a dense model is never offered an ep
+    dense = yaml.safe_load((SCENARIOS / "plan" / "qwen32b-grpo-512x16.yaml").read_text())
+    dense["roles"]["actor"]["train"]["sharding"] = "megatron"
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(dense, source="x")
+    assert any("does not fit" in line for line in info.value.lines())
+    assert not any("parallel.ep" in line for line in info.value.lines())
+
+
 def test_ep_on_a_dense_model_is_pruned():
     base = yaml.safe_load((SCENARIOS / "plan" / "qwen32b-grpo-512x16.yaml").read_text())
     s = parse_space({"gpus": [{"hardware": "h100-sxm", "counts": [32]}],
