@@ -177,3 +177,9 @@ def test_shipped_ep_space_plans_quickly(tmp_path):
     best = result.candidates[result.ranking[0].candidate]
     assert best.scenario.roles["actor"].parallel.ep == 8  # ep 1, 2 and 4 actors do not fit beside the engines
     assert result.cpu_s < 60
+    # the bound prices the engines' all-to-alls (tighter at ep > 1) and stays above every simulated throughput
+    for e in result.evaluations:
+        assert result.candidates[e.candidate].bound["throughput_tokens_per_s"] >= e.summary["throughput_tokens_per_s"]
+    bounds = {c.knobs["gen_ep"]: c.bound["throughput_tokens_per_s"] for c in result.candidates
+              if c.bound and c.knobs["gen_tp"] == 8 and c.knobs["train"] == "tp1-pp1-ep8-optimizer"}
+    assert bounds[1] > bounds[2] > bounds[8]

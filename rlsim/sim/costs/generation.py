@@ -225,9 +225,13 @@ def decode_step_time(
     total_context: float,
     host_per_seq_s: float = 0.0,
     overheads: EngineOverheads | None = None,
+    ep: int = 1,
+    gpus_per_node: int = 8,
 ) -> float:
-    """One decode step: linear layers + attention over the context + TP all-reduces + engine overheads."""
-    return decode_coefficients(model, hw, tp, batch, host_per_seq_s, overheads).step_time(total_context)
+    """One decode step: linear layers + attention over the context + TP all-reduces + engine overheads (+ the
+    expert-parallel all-to-alls and busiest rank at `ep` > 1)."""
+    return decode_coefficients(model, hw, tp, batch, host_per_seq_s, overheads, ep, gpus_per_node).step_time(
+        total_context)
 
 
 def prefill_time(
