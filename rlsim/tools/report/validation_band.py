@@ -96,8 +96,8 @@ def coverage_notes(regime: Regime, residuals: pd.DataFrame | None = None) -> lis
     if regime.moe:
         notes.append("MoE model: none of the validated rows is a MoE model")
     if regime.ep > 1:
-        notes.append(f"expert parallelism {regime.ep}: no validated row runs with ep > 1; its all-to-alls are priced from "
-                     "send/recv latencies, not from a measured expert-parallel step")
+        notes.append(f"expert parallelism {regime.ep}: no validated row runs with ep > 1; its all-to-alls are "
+                     "priced from send/recv latencies, not from a measured expert-parallel step")
     if not res.empty and regime.context > res["context"].max():
         longest = int(res["context"].max())
         notes.append(f"context {regime.context:,} tokens: longer than any validated row ({longest:,})")
