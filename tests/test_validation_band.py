@@ -46,11 +46,11 @@ def test_band_is_the_rms_of_the_nearest_regime():
 def test_coverage_notes_one_line_per_reason():
     inside = Regime("h800", 8.0, 3000, "hybridflow", tp=2)
     assert coverage_notes(inside, RES) == []
-    outside = Regime("mi300x", 235.0, 40_000, "fully-async", tp=16, moe=True)
+    outside = Regime("mi300x", 235.0, 40_000, "fully-async", tp=16, moe=True, ep=8)
     notes = coverage_notes(outside, RES)
-    assert len(notes) == 6
+    assert len(notes) == 7
     for word in ("GPU mi300x: no measured operator profile", "model size 235.0B", "TP 16", "MoE", "context 40,000",
-                 "no predicted validation row"):
+                 "no predicted validation row", "expert parallelism 8"):
         assert sum(word in n for n in notes) == 1, word
 
 
@@ -60,7 +60,7 @@ def test_shipped_residuals_and_run_lines():
     assert len(res) >= 10 and res["error_pct"].notna().all()
     scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml")
     regime = scenario_regime(scn)
-    assert regime.params_b > 0 and regime.context > 0
+    assert regime.params_b > 0 and regime.context > 0 and regime.ep == 1
     lines = band_lines({"step_time_s": 100.0, "throughput_tokens_per_s": 1000.0}, scn)
     assert lines[0].startswith("validation band ± ")
     assert any(ln.startswith("  step time 100.0 s ± ") for ln in lines)

@@ -44,6 +44,7 @@ class Regime:
     family: str
     tp: int = 1
     moe: bool = False
+    ep: int = 1  # the largest expert-parallel degree of any role
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ def coverage_notes(regime: Regime, residuals: pd.DataFrame | None = None) -> lis
         notes.append(f"TP {regime.tp}: operators were measured at TP {'/'.join(map(str, PROFILED_TP))} only")
     if regime.moe:
         notes.append("MoE model: none of the validated rows is a MoE model")
+    if regime.ep > 1:
+        notes.append(f"expert parallelism {regime.ep}: no validated row runs with ep > 1; its all-to-alls are "
+                     "priced from send/recv latencies, not from a measured expert-parallel step")
     if not res.empty and regime.context > res["context"].max():
         longest = int(res["context"].max())
         notes.append(f"context {regime.context:,} tokens: longer than any validated row ({longest:,})")
@@ -110,7 +114,8 @@ def scenario_regime(scn) -> Regime:
     hw = scn.cluster.pools[role.pool].hardware
     context = int(_cap(scn.workload.prompt_length) + _cap(scn.workload.response_length))
     return Regime(gpu=Path(str(hw)).stem, params_b=model.params / 1e9, context=context, family=scn.schedule.kind,
-                  tp=role.parallel.tp, moe=model.num_experts > 0)
+                  tp=role.parallel.tp, moe=model.num_experts > 0,
+                  ep=max(r.parallel.ep for r in roles.values()))
 
 
 def _cap(length) -> float:
