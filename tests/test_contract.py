@@ -44,6 +44,7 @@ CASES = {
     "verl-v1-colocate-async": ("scenarios/async/verl-v1-colocate-async.yaml", SMALL),
     "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
     "hybridflow-tail-reshard": ("scenarios/sync/tail-reshard.yaml", SMALL),
+    "hybridflow-moe-expert-parallel": ("scenarios/sync/moe-qwen3-30b-a3b-ep.yaml", SMALL),
     "fully-async-resplit": ("scenarios/async/resplit-online.yaml", ["steps=4", "warmup_steps=1"]),
 }
 

@@ -117,6 +117,24 @@ def test_default_inputs_generic_distributions_and_agentic():
     assert any("cluster.pools.train" in s and "decode_eta_mem" in s for s in skipped)
 
 
+def test_expert_parallel_scenarios_vary_the_alltoall_latency_they_pay():
+    """ep > 1 prices dispatch/combine all-to-alls from the profile's fitted send/recv latency (costs/moe.py):
+    the in-node one where an ep group fits in a node, the cross-node one where it spans nodes; not otherwise."""
+    moe = ROOT / "scenarios" / "sync" / "moe-qwen3-30b-a3b-ep.yaml"
+    p2p = "cluster.pools.main.profile_overrides.p2p_latency"
+    keys = [i.key for i in default_inputs(load_scenario(moe))[0]]
+    assert f"{p2p}_us" in keys and f"{p2p}_inter_node_us" not in keys  # ep 8 and 4 on 8-GPU nodes
+    wide = ["roles.actor.parallel.ep=16", "roles.reference.parallel.ep=16"]
+    inputs = {i.key: i for i in default_inputs(load_scenario(moe, wide))[0]}
+    assert f"{p2p}_us" in inputs and f"{p2p}_inter_node_us" in inputs  # ep 16 spans the two nodes
+    assert (inputs[f"{p2p}_inter_node_us"].low, inputs[f"{p2p}_inter_node_us"].base) == pytest.approx((15.28, 19.1))
+    assert not [i.key for i in default_inputs(load_scenario(QUICKSTART))[0] if "p2p" in i.key]
+    # and the latency is paid: a slower send/recv slows the step
+    quick = ["steps=1", "warmup_steps=0"]
+    fast, slow = (simulate(load_scenario(moe, [*quick, f"{p2p}_us={v}"])).summary["step_time_s"] for v in (6.08, 9.12))
+    assert slow > fast
+
+
 def test_zero_host_overhead_is_varied_absolutely():
     scn = load_scenario(QUICKSTART, ["roles.rollout.engine.host_overhead_per_seq_us=0"])
     (host,) = [i for i in default_inputs(scn)[0] if i.key.endswith("host_overhead_per_seq_us")]

@@ -33,17 +33,17 @@ def _series(first: float, g: float, n: int) -> float:
     return n * first + g * n * (n - 1) / 2.0
 
 
-def kernels_per_layer(tp: int, moe: bool = False) -> int:
+def kernels_per_layer(tp: int, moe: bool = False, ep: int = 1) -> int:
     """Kernels one layer launches in a decode or prefill step: two norms, QKV, rope, KV-cache write,
     attention, O, up (gate+up fused), activation, down, two residual adds, two all-reduces at TP > 1
-    (vLLM's and SGLang's Llama layer), and for an MoE layer gating, top-k, shuffle and a second grouped
-    GEMM (docs/operators.md)."""
-    return 12 + (2 if tp > 1 else 0) + (4 if moe else 0)
+    (vLLM's and SGLang's Llama layer), for an MoE layer gating, top-k, shuffle and a second grouped
+    GEMM, and with expert parallelism its dispatch and combine (docs/operators.md)."""
+    return 12 + (2 if tp > 1 else 0) + (4 if moe else 0) + (2 if moe and ep > 1 else 0)
 
 
-def launch_time(model: ModelShape, tp: int, overheads: EngineOverheads) -> float:
+def launch_time(model: ModelShape, tp: int, overheads: EngineOverheads, ep: int = 1) -> float:
     """Host launch cost of one step's kernels when the engine runs eagerly (0 with CUDA graphs)."""
-    return model.layers * kernels_per_layer(tp, model.num_experts > 0) * overheads.launch_per_kernel_s
+    return model.layers * kernels_per_layer(tp, model.num_experts > 0, ep) * overheads.launch_per_kernel_s
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def decode_coefficients(
     return DecodeCoefficients(
         intercept=intercept,
         slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
-        fixed=o.step_s + launch_time(model, tp, o) + o.host_per_seq_s * batch + model.layers * hw.attention_fixed_s,
+        fixed=o.step_s + launch_time(model, tp, o, ep) + o.host_per_seq_s * batch + model.layers * hw.attention_fixed_s,
         batch=batch,
     )
 
@@ -225,9 +225,13 @@ def decode_step_time(
     total_context: float,
     host_per_seq_s: float = 0.0,
     overheads: EngineOverheads | None = None,
+    ep: int = 1,
+    gpus_per_node: int = 8,
 ) -> float:
-    """One decode step: linear layers + attention over the context + TP all-reduces + engine overheads."""
-    return decode_coefficients(model, hw, tp, batch, host_per_seq_s, overheads).step_time(total_context)
+    """One decode step: linear layers + attention over the context + TP all-reduces + engine overheads (+ the
+    expert-parallel all-to-alls and busiest rank at `ep` > 1)."""
+    return decode_coefficients(model, hw, tp, batch, host_per_seq_s, overheads, ep, gpus_per_node).step_time(
+        total_context)
 
 
 def prefill_time(
@@ -271,7 +275,7 @@ class PrefillCost:
         self._model, self._hw, self._tp = model, hw, tp
         self._ep = ep if model.num_experts else 1
         self._gpus_per_node = gpus_per_node
-        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s + launch_time(model, tp, o)
+        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s + launch_time(model, tp, o, self._ep)
         self._flops_per_token = 2.0 * model.active_params
         self._flops_per_sq = 2.0 * model.layers * (model.heads * model.d_head)
         self._compute_rate = hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute

@@ -126,22 +126,34 @@ def training_memory_per_gpu(
     With expert parallelism (`ep` > 1) the experts are split over max(tp, ep) ranks instead of tp, and
     their sharded state over the tp x dp / max(tp, ep) expert-data-parallel ranks (`expert_split`).
     """
+    weights, grads, optimizer = training_state_bytes(
+        model, tp, pp, dp, shard_optimizer=shard_optimizer, shard_grads=shard_grads, shard_params=shard_params,
+        grad_bytes=grad_bytes, optimizer_bytes_per_param=optimizer_bytes_per_param, ep=ep)
+    activations = training_activation_bytes(model, tp, micro_batch_tokens, activation_checkpointing)
+    return MemoryBreakdown(
+        weights=weights, grads=grads, optimizer=optimizer, activations=activations, kv=0.0,
+        capacity=hw.hbm_bytes,
+    )
+
+
+def training_state_bytes(
+    model: ModelShape, tp: int, pp: int, dp: int, *, shard_optimizer: bool, shard_grads: bool, shard_params: bool,
+    grad_bytes: float, optimizer_bytes_per_param: float = 12.0, ep: int = 1,
+) -> tuple[float, float, float]:
+    """(weights, grads, optimizer) bytes per GPU of a training role (`training_memory_per_gpu`); also what host
+    offload moves (costs/offload.py). With `ep` > 1 the experts are split over max(tp, ep) GPUs per stage."""
     if ep > 1 and model.num_experts:
         (dense, d_dp), (experts, e_dp) = expert_split(model, tp, pp, dp, ep)
         weights, grads, optimizer = (
             per * (dense / (d_dp if shard else 1) + experts / (e_dp if shard else 1))
             for per, shard in ((PARAM_BYTES_TRAIN, shard_params), (grad_bytes, shard_grads),
                                (optimizer_bytes_per_param, shard_optimizer)))
-    else:
-        n_model = model.params / (tp * pp)
-        weights = PARAM_BYTES_TRAIN * n_model / (dp if shard_params else 1)
-        grads = grad_bytes * n_model / (dp if shard_grads else 1)
-        optimizer = optimizer_bytes_per_param * n_model / (dp if shard_optimizer else 1)
-    activations = training_activation_bytes(model, tp, micro_batch_tokens, activation_checkpointing)
-    return MemoryBreakdown(
-        weights=weights, grads=grads, optimizer=optimizer, activations=activations, kv=0.0,
-        capacity=hw.hbm_bytes,
-    )
+        return weights, grads, optimizer
+    n_model = model.params / (tp * pp)
+    weights = PARAM_BYTES_TRAIN * n_model / (dp if shard_params else 1)
+    grads = grad_bytes * n_model / (dp if shard_grads else 1)
+    optimizer = optimizer_bytes_per_param * n_model / (dp if shard_optimizer else 1)
+    return weights, grads, optimizer
 
 
 def expert_split(model: ModelShape, tp: int, pp: int, dp: int, ep: int) -> tuple[tuple[float, int], ...]:

@@ -2,12 +2,14 @@
 (docs/sources.md, Design notes: Cost models, hybrid engine).
 
 Every GPU has its own PCIe link to the host, so the time is the bytes one GPU holds divided by one
-link's bandwidth; all GPUs move their shards in parallel.
+link's bandwidth; all GPUs move their shards in parallel. The bytes are the training memory's own
+(`costs/memory.py` `training_state_bytes`): with expert parallelism a GPU holds 1/max(tp, ep) of the
+experts of its pipeline stage, and their sharded state is split over the expert data-parallel ranks.
 """
 
 from __future__ import annotations
 
-from rlsim.sim.costs.memory import PARAM_BYTES_TRAIN
+from rlsim.sim.costs.memory import training_state_bytes
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -34,16 +36,16 @@ def offload_bytes_per_gpu(
     shard_params: bool = False,
     shard_grads: bool = True,
     grad_bytes: float = 4.0,
+    ep: int = 1,
 ) -> float:
     """Training-state bytes one GPU moves to (or from) the host; same layout as training memory."""
-    n_model = model.params / (tp * pp)
+    state = training_state_bytes(model, tp, pp, dp, shard_optimizer=shard_optimizer, shard_grads=shard_grads,
+                                 shard_params=shard_params, grad_bytes=grad_bytes,
+                                 optimizer_bytes_per_param=OPTIMIZER_BYTES_PER_PARAM, ep=ep)
     total = 0.0
-    if params:
-        total += PARAM_BYTES_TRAIN * n_model / (dp if shard_params else 1)
-    if grads:
-        total += grad_bytes * n_model / (dp if shard_grads else 1)
-    if optimizer:
-        total += OPTIMIZER_BYTES_PER_PARAM * n_model / (dp if shard_optimizer else 1)
+    for moved, size in zip((params, grads, optimizer), state, strict=True):
+        if moved:
+            total += size
     return total
 
 
@@ -61,12 +63,13 @@ def offload_time(
     shard_params: bool = False,
     shard_grads: bool = True,
     grad_bytes: float = 4.0,
+    ep: int = 1,
 ) -> float:
     """Seconds to move the selected training state of each GPU to host memory over its PCIe link."""
     size = offload_bytes_per_gpu(
         model, tp, pp, dp, params=params, grads=grads, optimizer=optimizer,
         shard_optimizer=shard_optimizer, shard_params=shard_params, shard_grads=shard_grads,
-        grad_bytes=grad_bytes,
+        grad_bytes=grad_bytes, ep=ep,
     )
     return pcie_transfer_time(size, hw)
 
@@ -85,10 +88,11 @@ def onload_time(
     shard_params: bool = False,
     shard_grads: bool = True,
     grad_bytes: float = 4.0,
+    ep: int = 1,
 ) -> float:
     """Seconds to bring the same state back: PCIe is symmetric, so the same volume and time."""
     return offload_time(
         model, hw, tp, pp, dp, params=params, grads=grads, optimizer=optimizer,
         shard_optimizer=shard_optimizer, shard_params=shard_params, shard_grads=shard_grads,
-        grad_bytes=grad_bytes,
+        grad_bytes=grad_bytes, ep=ep,
     )

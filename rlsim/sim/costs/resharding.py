@@ -11,6 +11,11 @@ model-parallel group):
   (tp - t_g*p_g) / (t_g*p_g*tp) * M, with zero redundant weight memory.
 
 Here `tp` in the formulas is t*p, the training model-parallel size.
+
+With expert parallelism the experts of an MoE model are not laid out like the rest of it: training holds
+whole experts of 1/ep of them, tensor-split over what is left of tp (`expert_reshard_bytes_per_gpu`), and the
+engine 1/ep_g of them split over tp_g / ep_g GPUs. Those bytes follow their own layouts; the rest of the
+model keeps Table 2.
 """
 
 from __future__ import annotations
@@ -79,6 +84,64 @@ def reshard_time(
         return 0.0
     bw = ring_bandwidth_bytes_per_s(hw, group, gpus_per_node)
     # allgather_time takes the gathered size S and charges (n-1)/n of it; `volume` already is that part.
+    return allgather_time(volume * group / (group - 1), group, bw, hw.collective_latency_s)
+
+
+def expert_tensor_split(tp: int, ep: int) -> int:
+    """GPUs each expert is tensor-split over: tp / ep when ep divides tp, else 1 (Megatron-Core's
+    expert_tensor_parallel_size; an engine's ep always divides its tp). ep x this = max(tp, ep) GPUs share
+    a layer's experts (costs/memory.py `expert_split`)."""
+    return tp // ep if tp % ep == 0 else 1
+
+
+def _expert_group(train_tp: int, train_pp: int, train_ep: int) -> int:
+    """Training GPUs that share a layer's experts, over the pipeline stages: ep x split x pp."""
+    return train_ep * expert_tensor_split(train_tp, train_ep) * train_pp
+
+
+def expert_reshard_bytes_per_gpu(
+    method: str, expert_bytes: float, train_tp: int, train_pp: int, train_dp: int, train_ep: int, gen_tp: int,
+    gen_ep: int,
+) -> float:
+    """Expert bytes each GPU receives in the train->generate transition when either side uses expert parallelism.
+
+    A GPU's expert shard is a block of experts (1/ep of them) times a slice of each (1/split of it; training's
+    pipeline stage holds 1/pp of the layers, folded into the slice as Table 2 folds it into t*p). The engine
+    needs 1/tp_g of the experts; what it already holds is the overlap of its training shard with that engine
+    shard, the blocks and slices taken as nested and aligned (the 3D-HybridEngine's grouping, as for the rest
+    of the model): min(1/ep_t, 1/ep_g) x min(1/(split_t x pp_t), 1/split_g). Same ep and split on both sides:
+    nothing moves. hybridflow-v gathers the experts over the max(tp, ep) x pp GPUs that share them; naive
+    gathers everything over every GPU, whatever the layout.
+    """
+    train_split, gen_split = expert_tensor_split(train_tp, train_ep), gen_tp // gen_ep
+    if method == "naive":
+        return reshard_bytes_per_gpu(method, expert_bytes, train_tp, train_pp, train_dp, gen_tp)
+    if method == "hybridflow-v":
+        share = _expert_group(train_tp, train_pp, train_ep)
+        return (share - 1) / share * expert_bytes
+    if method == "3d-hybrid-engine":
+        held = min(1.0 / train_ep, 1.0 / gen_ep) * min(1.0 / (train_split * train_pp), 1.0 / gen_split)
+        return max(0.0, 1.0 / gen_tp - held) * expert_bytes
+    raise ValueError(f"unknown reshard method {method!r} (known: {', '.join(RESHARD_METHODS)})")
+
+
+def expert_reshard_time(
+    method: str, expert_bytes: float, hw: HardwareProfile, train_tp: int, train_pp: int, train_dp: int,
+    train_ep: int, gen_tp: int, gen_ep: int, gpus_per_node: int = 8,
+) -> float:
+    """Seconds to move the experts into the engine's layout: a gather among the GPUs holding any piece of a
+    GPU's engine shard (3D-HybridEngine: its training expert group of max(tp, ep) x pp GPUs and its engine's
+    tp_g GPUs; hybridflow-v: the expert group; naive: every GPU)."""
+    if method == "naive":
+        return reshard_time(method, expert_bytes, hw, train_tp, train_pp, train_dp, gen_tp, 1, gpus_per_node)
+    volume = expert_reshard_bytes_per_gpu(method, expert_bytes, train_tp, train_pp, train_dp, train_ep, gen_tp,
+                                          gen_ep)
+    group = _expert_group(train_tp, train_pp, train_ep)
+    if method == "3d-hybrid-engine":
+        group = max(group, gen_tp)
+    if volume <= 0 or group <= 1:
+        return 0.0
+    bw = ring_bandwidth_bytes_per_s(hw, group, gpus_per_node)
     return allgather_time(volume * group / (group - 1), group, bw, hw.collective_latency_s)
 
 

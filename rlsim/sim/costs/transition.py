@@ -7,7 +7,9 @@ Train -> generate, per GPU, in verl's order (sharding manager `__enter__`):
    re-mapped (`KV_MAP_BYTES_PER_S`, assumed).
 2. `gather`: the training shards are gathered into full tensors. FSDP: every rank all-gathers each
    parameter from its data-parallel peers (DTensor `full_tensor()`), (dp-1)/dp of the model, plus one
-   collective latency per tensor. Megatron: the 3D-HybridEngine gather (`resharding.py`, HybridFlow Table 2).
+   collective latency per tensor. Megatron: the 3D-HybridEngine gather (`resharding.py`, HybridFlow Table 2);
+   with expert parallelism on either side an MoE model's experts move from the training expert layout to the
+   engine's on their own (`expert_reshard_time`: nothing when both hold the same ep over the same GPUs).
 3. `load`: the engine's `load_weights` copies its TP shard into its own parameters (read + write in
    HBM) with a per-tensor host cost; from Megatron a layout conversion to the engine's names and fused
    QKV/gate-up layout adds one more copy.
@@ -27,8 +29,9 @@ from dataclasses import asdict, dataclass
 
 from rlsim.sim.costs.collectives import ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.long_context import ELEMENTWISE_HBM_ETA
+from rlsim.sim.costs.moe import expert_params
 from rlsim.sim.costs.offload import pcie_transfer_time
-from rlsim.sim.costs.resharding import reshard_time
+from rlsim.sim.costs.resharding import expert_reshard_time, reshard_time
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -127,6 +130,22 @@ class TransitionSetup:
     sleep_level: int
     host_s: float
     synced: ModelShape | None = None  # what gather and load move, if not the whole model (a LoRA adapter)
+    train_ep: int = 1  # expert parallelism of the actor and of the engines (costs/moe.py)
+    gen_ep: int = 1
+
+
+def megatron_gather_time(s: TransitionSetup) -> float:
+    """The 3D-HybridEngine gather (or the schedule's reshard method); an MoE model with expert parallelism on
+    either side moves its non-expert weights that way and its experts between the two expert layouts."""
+    moved = s.synced or s.model
+    if s.synced is not None or not s.model.num_experts or (s.train_ep <= 1 and s.gen_ep <= 1):
+        return reshard_time(s.reshard, moved.weight_bytes_total, s.hw, s.train_tp, s.train_pp, s.train_dp,
+                            s.gen_tp, 1, s.gpus_per_node)
+    experts = expert_params(s.model) * s.model.weight_bytes
+    dense = reshard_time(s.reshard, s.model.weight_bytes_total - experts, s.hw, s.train_tp, s.train_pp, s.train_dp,
+                         s.gen_tp, 1, s.gpus_per_node)
+    return dense + expert_reshard_time(s.reshard, experts, s.hw, s.train_tp, s.train_pp, s.train_dp, s.train_ep,
+                                       s.gen_tp, s.gen_ep, s.gpus_per_node)
 
 
 def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
@@ -137,8 +156,7 @@ def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
     if s.sharding == "fsdp":
         gather = fsdp_gather_time(moved, s.hw, s.train_dp, s.gpus_per_node)
     else:
-        gather = reshard_time(s.reshard, moved.weight_bytes_total, s.hw, s.train_tp, s.train_pp, s.train_dp,
-                              s.gen_tp, 1, s.gpus_per_node)
+        gather = megatron_gather_time(s)
     load = engine_load_time(moved, s.hw, s.gen_tp, convert_layout=s.sharding != "fsdp")
     graphs = graph_capture_time(s.model, s.max_num_seqs) if (
         s.cuda_graphs and s.engine_kind in RECAPTURE_KINDS) else 0.0

@@ -376,6 +376,9 @@ def memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int, f
                 "parallel": role.parallel.model_copy(update={"tp": t})}), gpus // (t * pp)):
             options.append(f"parallel.tp={t}")
             break
+    ep = _fitting_ep(role, model, gpus // pp, fits, dp)
+    if ep:
+        options.append(f"parallel.ep={ep}")
     offloads = () if forward else (
         ({"optimizer_offload": True}, "train.optimizer_offload=true"),
         ({"optimizer_offload": True, "param_offload": True, "grad_offload": True},
@@ -387,3 +390,15 @@ def memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int, f
     if options:
         return f"; fits with {' or '.join(options)}"
     return "; no GPU count up to 1,024 or TP fits" if forward else "; no GPU count up to 1,024, TP or offload fits"
+
+
+def _fitting_ep(role, model, ranks: int, fits, dp: int) -> int:
+    """The smallest larger expert-parallel degree that fits an MoE role (dividing its tp x dp `ranks` and the
+    experts, as validation requires); 0 when the model is dense or none does."""
+    if not model.num_experts:
+        return 0
+    for ep in (2 ** k for k in range(1, 11)):
+        if ep > role.parallel.ep and ranks % ep == 0 and model.num_experts % ep == 0 and fits(
+                role.model_copy(update={"parallel": role.parallel.model_copy(update={"ep": ep})}), dp):
+            return ep
+    return 0

@@ -124,6 +124,7 @@ class RLSchedule(Schedule):
             max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
             sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
             synced=None if self.lora is None else adapter_view(model, self.lora),
+            train_ep=actor.parallel.ep, gen_ep=rollout.parallel.ep,
         )
 
     def transition_parts(self, to_generate: bool):
@@ -149,7 +150,7 @@ class RLSchedule(Schedule):
         return offload_time(
             self.scenario.models[r.model], role_hardware(self.scenario, r), r.parallel.tp, r.parallel.pp,
             self.dp_size(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
-            shard_params=fsdp, shard_grads=fsdp,
+            shard_params=fsdp, shard_grads=fsdp, ep=r.parallel.ep,
         )
 
     def weight_sync_time(self) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlsim.sim.api import Scenario, ScenarioError, load_profile, parse_scenario
+from rlsim.sim.api import Scenario, ScenarioError, load_profile, parse_scenario, resolve_preset
 from rlsim.tools.plan.layouts import (
     MODEL_ROLES,
     Layout,
@@ -65,7 +65,7 @@ def _templates(base: dict) -> dict[str, dict]:
 
 
 def render(base: dict, layout: Layout, kind: str, fields: dict, gen_tp: int | None, train: TrainConfig | None,
-           micro_tokens: int | None) -> dict:
+           micro_tokens: int | None, gen_ep: int | None = None) -> dict:
     """The scenario mapping of one candidate: base models, algorithm and workload on the layout's pools."""
     data = copy.deepcopy(base)
     templates = _templates(base)
@@ -85,22 +85,46 @@ def render(base: dict, layout: Layout, kind: str, fields: dict, gen_tp: int | No
             schedule["placement_gpus"] = dict(layout.placement_gpus)
     data["schedule"] = schedule
     data["warmup_steps"] = steady_state_warmup(schedule, int(base.get("warmup_steps") or 0))
-    if gen_tp is not None:
-        data["roles"]["rollout"].setdefault("parallel", {})
-        data["roles"]["rollout"]["parallel"] = {**data["roles"]["rollout"]["parallel"], "tp": gen_tp}
+    rollout = {"tp": gen_tp, "ep": gen_ep}
+    if any(v is not None for v in rollout.values()):
+        parallel = data["roles"]["rollout"].get("parallel") or {}
+        data["roles"]["rollout"]["parallel"] = {**parallel, **{k: v for k, v in rollout.items() if v is not None}}
     for name in (r for r in MODEL_ROLES if r in data["roles"] and data["roles"][r].get("engine") is None):
-        role = data["roles"][name]
-        spec = role.setdefault("train", {}) or {}
-        role["train"] = spec
-        if train is not None:
-            gpus = layout.role_gpus[name]
-            tp = min(train.tp, gpus)
-            role["parallel"] = {"tp": tp, "pp": train.pp if gpus >= tp * train.pp else 1}
-            spec.update(optimizer_offload=train.offload in ("optimizer", "all"),
-                        param_offload=train.offload == "all", grad_offload=train.offload == "all")
-        if micro_tokens is not None:
-            spec["ppo_max_token_len_per_gpu"] = micro_tokens
+        _model_role(data, name, layout.role_gpus[name], train, micro_tokens)
     return data
+
+
+def _model_role(data: dict, name: str, gpus: int, train: TrainConfig | None, micro_tokens: int | None) -> None:
+    """A model role's training config: tp (capped at its GPUs), pp, offload, and the config's ep on the actor and
+    on every other role whose model is MoE (a dense critic or reward model keeps ep 1); the role's own ep else."""
+    role = data["roles"][name]
+    spec = role.setdefault("train", {}) or {}
+    role["train"] = spec
+    if train is not None:
+        tp = min(train.tp, gpus)
+        parallel = role.get("parallel")
+        ep = parallel.get("ep") if isinstance(parallel, dict) else None
+        if train.ep is not None and (name == "actor" or _is_moe(data.get("models", {}).get(role.get("model")))):
+            ep = train.ep
+        role["parallel"] = {"tp": tp, "pp": train.pp if gpus >= tp * train.pp else 1} | \
+            ({} if ep is None else {"ep": ep})
+        spec.update(optimizer_offload=train.offload in ("optimizer", "all"),
+                    param_offload=train.offload == "all", grad_offload=train.offload == "all")
+    if micro_tokens is not None:
+        spec["ppo_max_token_len_per_gpu"] = micro_tokens
+
+
+def _is_moe(model: Any) -> bool:
+    """Whether a scenario's model mapping (explicit num_experts, else its preset's) is a mixture of experts."""
+    if not isinstance(model, dict):
+        return False
+    experts = model.get("num_experts")
+    if experts is None and model.get("preset") is not None:
+        try:
+            experts = resolve_preset(str(model["preset"])).get("num_experts")
+        except KeyError:  # an unknown preset: the scenario checks report it
+            return False
+    return isinstance(experts, int) and experts > 0
 
 
 def _layouts(space: Space, option: ScheduleOption, roles: dict) -> Iterator[Layout]:
@@ -116,7 +140,7 @@ def _layouts(space: Space, option: ScheduleOption, roles: dict) -> Iterator[Layo
         yield from disaggregated_layouts(option, roles, space.gpus, space.generation_fraction, space.mixes)
 
 
-def _label(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> str:
+def _label(layout: Layout, kind: str, fields: dict, gen_tp, train, micro, gen_ep=None) -> str:
     gpus = "+".join(str(p.gpus) for p in layout.pools.values()) if layout.disaggregated \
         else str(sum(p.gpus for p in layout.pools.values()))
     where = {"partition": layout.sets, "disaggregated": "disagg"}.get(layout.name, layout.name)
@@ -126,6 +150,8 @@ def _label(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> str
     parts += [f"{k}={format_value(v)}" for k, v in fields.items()]
     if gen_tp is not None:
         parts.append(f"tg{gen_tp}")
+    if gen_ep is not None:
+        parts.append(f"eg{gen_ep}")
     if train is not None:
         parts.append(train.label)
     if micro is not None:
@@ -133,7 +159,7 @@ def _label(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> str
     return " ".join(parts)
 
 
-def _knobs(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> dict[str, Any]:
+def _knobs(layout: Layout, kind: str, fields: dict, gen_tp, train, micro, gen_ep=None) -> dict[str, Any]:
     disagg = layout.disaggregated
     return {
         "hardware": _hardware_label(layout),
@@ -145,6 +171,7 @@ def _knobs(layout: Layout, kind: str, fields: dict, gen_tp, train, micro) -> dic
         "sets": layout.sets,
         "schedule_set": ", ".join(f"{k}={format_value(v)}" for k, v in fields.items()),
         "gen_tp": gen_tp,
+        "gen_ep": gen_ep,
         "train": train.label if train is not None else "scenario",
         "micro_batch_tokens": micro,
     }
@@ -168,8 +195,8 @@ class _Point:
     micro: int | None
     price: float
 
-    def make(self, index: int, tp: int | None, train: TrainConfig | None) -> Candidate:
-        args = (self.layout, self.kind, self.fields, tp, train, self.micro)
+    def make(self, index: int, tp: int | None, train: TrainConfig | None, ep: int | None = None) -> Candidate:
+        args = (self.layout, self.kind, self.fields, tp, train, self.micro, ep)
         data = {} if self.layout.problem else render(self.base, *args)
         return Candidate(index, _label(*args), _knobs(*args), data, self.price)
 
@@ -179,7 +206,7 @@ def enumerate_candidates(base: dict, space: Space, base_dir: Path | None = None,
     """Every candidate of the space, checked: feasible ones carry their parsed Scenario."""
     out: list[Candidate] = []
     roles = base.get("roles") or {}
-    gen_tps = space.parallel.generation_tp or [None]
+    gen = list(itertools.product(space.parallel.generation_tp or [None], space.parallel.generation_ep or [None]))
     trains = space.parallel.training or [None]
     micros = space.parallel.micro_batch_tokens or [None]
     first_fit = space.parallel.training_search == "first-fit"
@@ -193,20 +220,20 @@ def enumerate_candidates(base: dict, space: Space, base_dir: Path | None = None,
             for fields, micro in itertools.product(combos, micros):
                 point = _Point(base, layout, option.kind, fields, micro, price)
                 if limit:
-                    cand = point.make(len(out), gen_tps[0], trains[0])
+                    cand = point.make(len(out), gen[0][0], trains[0], gen[0][1])
                     cand.status, cand.reason = "pruned", limit
                     out.append(cand)
                     continue
-                _first_fit(out, point, gen_tps, trains, first_fit, base_dir)
+                _first_fit(out, point, gen, trains, first_fit, base_dir)
     return out
 
 
-def _first_fit(out: list[Candidate], point: _Point, gen_tps, trains, first_fit: bool, base_dir: Path | None) -> None:
-    """Append the candidates of one layout: per training config, every generation TP, checked."""
+def _first_fit(out: list[Candidate], point: _Point, gen, trains, first_fit: bool, base_dir: Path | None) -> None:
+    """Append the candidates of one layout: per training config, every generation (TP, EP), checked."""
     for train in trains:
         batch = []
-        for tp in gen_tps:
-            cand = point.make(len(out), tp, train)
+        for tp, ep in gen:
+            cand = point.make(len(out), tp, train, ep)
             out.append(cand)
             cand.scenario, reason = _check(cand.data, cand.label, base_dir)
             if cand.scenario is None:

@@ -95,6 +95,7 @@ def explain(c: Candidate, e: Evaluation) -> list[str]:
         lines.append(f"longest part of a {e.timing['step']:.1f} s step: {parts[0][0]} {parts[0][1]:.1f} s"
                      + (f" ({rest})" if rest else ""))
     lines += _useful(s)
+    lines += expert_parallel(c)
     idle = _share(s, "idle_fraction_by_pool.")
     if idle:
         pool, frac = max(idle.items(), key=lambda kv: (kv[1], kv[0]))
@@ -105,6 +106,34 @@ def explain(c: Candidate, e: Evaluation) -> list[str]:
             lines.append(f"idlest pool: {pool} ({'+'.join(roles) or 'no roles'}) idles {frac:.0%}: "
                          f"{_why_idle(roles, phases[0][0] if phases else '')}")
     return lines
+
+
+def _ep_sizes(c: Candidate) -> dict[str, int]:
+    """Each role's expert-parallel degree as the candidate's scenario mapping sets it (roles at ep 1 left out)."""
+    roles = c.data.get("roles") or {}
+    parallel = {name: role.get("parallel") for name, role in roles.items() if isinstance(role, dict)}
+    sizes = {name: p.get("ep", 1) for name, p in parallel.items() if isinstance(p, dict)}
+    return {name: ep for name, ep in sizes.items() if isinstance(ep, int) and ep > 1}
+
+
+def expert_parallel(c: Candidate) -> list[str]:
+    """Where a candidate shards an MoE model's experts (ep > 1): over whose GPUs and how many experts each holds
+    (roles laid out alike, e.g. an actor and its reference, share one clause)."""
+    clauses: dict[str, list[str]] = {}
+    for name, ep in _ep_sizes(c).items():
+        role = c.scenario.roles[name]
+        experts, tp = c.scenario.models[role.model].num_experts, role.parallel.tp
+        if role.engine is not None:
+            split = "whole experts" if ep == tp else f"each split over {tp // ep} GPUs"
+            text = f"ep {ep} of each engine's tp {tp} ({experts // ep} experts per GPU, {split})"
+        else:
+            ranks, share = c.scenario.role_gpus(name) // role.parallel.pp, max(tp, ep)
+            text = (f"ep {ep} over tp x dp = {ranks} ranks (1/{share} of the experts per GPU, expert data "
+                    f"parallel {ranks // share})")
+        clauses.setdefault(text, []).append(name)
+    if not clauses:
+        return []
+    return ["expert parallel: " + "; ".join(f"{' and '.join(names)} {text}" for text, names in clauses.items())]
 
 
 def _useful(s: dict) -> list[str]:
@@ -251,6 +280,26 @@ def _best_other_layout(result: SearchResult, c: Candidate) -> Evaluation | None:
     return best
 
 
+def _without_ep(result: SearchResult, c: Candidate, e: Evaluation, objective: str, runner_up: int | None) -> list[str]:
+    """When `c` uses expert parallelism: what the best candidate without it would need (unless that is the
+    runner-up, already compared), or that none ran."""
+    if not _ep_sizes(c):
+        return []
+    plain = [cand for cand in result.candidates if cand.data and not _ep_sizes(cand)]
+    runs = latest(result)
+    done = [runs[p.index] for p in plain if p.index in runs and runs[p.index].ok]
+    if done:
+        best = max(done, key=lambda r: (r.objective, -r.candidate))
+        if best.candidate == runner_up:
+            return []
+        return [f"best without expert parallelism {result.candidates[best.candidate].label}: "
+                f"{_needs(e, best, objective)}"]
+    if plain:
+        return [f"no candidate without expert parallelism ran to the end ({len(plain)} in the space; plan.csv says "
+                "why: refused by the checks, pruned by their bound, or failing a constraint)"]
+    return []
+
+
 def recommendations(result: SearchResult, objective: str, top_k: int):
     """(candidate, evaluation, explanation lines) for the top_k, best first."""
     ranked = result.ranking[:top_k]
@@ -266,6 +315,7 @@ def recommendations(result: SearchResult, objective: str, top_k: int):
             if other is not None and (len(ranked) < 2 or other.candidate != ranked[1].candidate):
                 why.append(f"best other layout {result.candidates[other.candidate].label}: "
                            f"{_needs(e, other, objective)}")
+            why += _without_ep(result, c, e, objective, ranked[1].candidate if len(ranked) > 1 else None)
         elif i > 0:
             why.append(f"to beat #1 this one {_needs(ranked[0], e, objective)}")
         out.append((c, e, why))

@@ -129,15 +129,24 @@ class TrainConfig(Strict):
 
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
+    ep: int | None = Field(
+        default=None, gt=0, description="Expert parallel degree of the actor and the other model roles whose model "
+        "is MoE (must divide tp x dp and num_experts; default: each role's own from the scenario)",
+    )
     offload: Offload = "none"
 
     @property
     def label(self) -> str:
-        return f"tp{self.tp}-pp{self.pp}-{self.offload}"
+        ep = "" if self.ep is None else f"-ep{self.ep}"
+        return f"tp{self.tp}-pp{self.pp}{ep}-{self.offload}"
 
 
 class ParallelOptions(Strict):
     generation_tp: list[int] | None = Field(default=None, description="Rollout TP sizes (default: the scenario's)")
+    generation_ep: list[int] | None = Field(
+        default=None, description="Rollout expert-parallel sizes of an MoE model, tried with every generation TP "
+        "(each must divide the TP and num_experts; default: the scenario's)",
+    )
     training: list[TrainConfig] | None = Field(
         default=None, description="Training configs in order of preference (default: the scenario's own)"
     )

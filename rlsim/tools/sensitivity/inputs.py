@@ -28,6 +28,9 @@ CALIBRATED = (
     "collective_latency_us",
     "nic_gbit_per_s",
 )
+# The all-to-all latencies of expert parallelism (costs/moe.py): varied only on a pool where a role has ep > 1,
+# the in-node one where an ep group fits in a node, the other where one spans nodes.
+EP_CALIBRATED = ("p2p_latency_us", "p2p_latency_inter_node_us")
 # An engine whose host overhead is 0 is varied 0 -> this (µs per running sequence per decode step):
 # between the overlapped engines (~4-8 µs) and vLLM before 0.6 (~500 µs).
 HOST_OVERHEAD_ABSOLUTE_US = 50.0
@@ -308,14 +311,15 @@ def default_inputs(scn: Scenario, pct: float = DEFAULT_PCT) -> tuple[list[Input]
         unused = _unused_constants(scn, name)
         if unused:
             skipped.append(f"cluster.pools.{name}: {', '.join(unused)}: nothing on this pool uses them")
-        for field in CALIBRATED:
-            if field in unused:
-                continue
+        for field in [f for f in CALIBRATED if f not in unused] + _ep_constants(scn, name):
             if field == "nic_gbit_per_s" and pool.nic_gbit_per_s is not None:
                 key = f"cluster.pools.{name}.nic_gbit_per_s"
             else:
                 key = f"cluster.pools.{name}.profile_overrides.{field}"
             value, bounds = lookup(scn, key)
+            if value is None:
+                skipped.append(f"{key}: not in the profile (derived from collective_latency_us)")
+                continue
             if value == 0:
                 skipped.append(f"{key}: 0 in the profile, ±{pct:g}% would not change it")
                 continue
@@ -374,6 +378,16 @@ def _unused_constants(scn: Scenario, pool: str) -> list[str]:
     unused += [] if trained else ["train_mfu"]
     unused += [] if forwards else ["forward_mfu"]
     return unused
+
+
+def _ep_constants(scn: Scenario, pool: str) -> list[str]:
+    """The all-to-all latencies roles on `pool` pay: an ep group within a node pays the in-node one, one wider
+    than a node the cross-node one (costs/moe.py `ep_alltoall_time`)."""
+    per_node = scn.cluster.pools[pool].gpus_per_node
+    eps = [role.parallel.ep for role in scn.roles.values() if role.pool == pool and role.parallel.ep > 1
+           and scn.models[role.model].num_experts]
+    return [field for field, used in zip(EP_CALIBRATED, (any(ep <= per_node for ep in eps),
+                                                        any(ep > per_node for ep in eps)), strict=True) if used]
 
 
 # ---------------------------------------------------------------- --vary
