@@ -128,9 +128,10 @@ class HardwareProfile(BaseModel):
         unknown = sorted(set(self.sources) - set(_NUMERIC_FIELDS))
         if unknown:
             raise ValueError(f"`sources` names unknown fields: {', '.join(unknown)}")
-        gemm = [getattr(self, f) is None for f in ("moe_gemm_per_expert_us", "moe_gemm_eta_mem", "moe_gemm_eta_compute")]
+        names = ("moe_gemm_per_expert_us", "moe_gemm_eta_mem", "moe_gemm_eta_compute")
+        gemm = [getattr(self, f) is None for f in names]
         if any(gemm) and not all(gemm):
-            raise ValueError("moe_gemm_per_expert_us, moe_gemm_eta_mem and moe_gemm_eta_compute: give all three or none")
+            raise ValueError(f"{', '.join(names)}: give all three or none")
         return self
 
     @property
