@@ -1,5 +1,6 @@
-"""The outputs the README shows are what today's code prints: its sweep table, its reproduction's headline
-and its plan's ranking are re-run here and compared line by line (they had gone stale once, unnoticed)."""
+"""The outputs the README and the sizing guide show are what today's code prints: the README's sweep table,
+reproduction headline and plan ranking, and the sizing example's answers, are re-run here and compared line
+by line (they had gone stale once, unnoticed)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rlsim.tools.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+SIZING = (ROOT / "docs" / "sizing.md").read_text()
 runner = CliRunner()
 
 
@@ -65,4 +67,16 @@ def test_plan_ranking_is_current(tmp_path):
     out = {_squash(ln) for ln in _run(["plan", "scenarios/plan/qwen32b-grpo-512x16.yaml", "--space",
                                        "scenarios/plan/qwen32b-grpo-h100-vs-h20.yaml", "--out", str(tmp_path)])}
     for row in ranked:
+        assert row in out, row
+
+
+@pytest.mark.slow
+def test_sizing_example_is_current(tmp_path):
+    at = SIZING.index("$ rlsim plan hybridflow/grpo-qwen2.5-7b-h100 --target")
+    block = SIZING[at:SIZING.index("```", at)]
+    answers = [_squash(ln) for ln in block.splitlines() if re.match(r" (h100-sxm|h20)\s+1\s", ln)]
+    assert len(answers) == 2
+    out = {_squash(ln) for ln in _run(["plan", "hybridflow/grpo-qwen2.5-7b-h100", "--target", "tokens_per_s=20000",
+                                       "--gpu", "h100-sxm:64", "--gpu", "h20:96", "--out", str(tmp_path)])}
+    for row in answers:
         assert row in out, row
