@@ -76,14 +76,14 @@ def test_ep_on_a_node_is_cheaper_than_across_nodes():
 
 
 # The dense-roofline pricing of the experts (a profile without the fitted grouped GEMM, tests/test_moe_gemm.py).
-ROOFLINE = H100.model_copy(update=dict.fromkeys(
-    ("moe_gemm_per_expert_us", "moe_gemm_eta_mem", "moe_gemm_eta_compute", "moe_routing_per_token_us")))
+ROOFLINE = H100.model_copy(
+    update=dict.fromkeys(("moe_gemm_eta_mem", "moe_gemm_eta_compute", "moe_routing_per_token_us")))
 
 
 def test_ep_adds_alltoalls_to_a_decode_step():
     """ep = tp = 8: each MoE layer adds dispatch + combine; ep = 1 stays the TP-sliced step, bit for bit.
-    With the fitted grouped GEMM each GPU at ep 8 runs 16 whole experts instead of 128 eighths, which
-    saves more than the all-to-alls cost."""
+    With the fitted grouped GEMM (a roofline of each GPU's bytes and FLOPs, no per-expert cost) 16 whole
+    experts a GPU read and multiply what 128 eighths do, so ep 8 still only adds its all-to-alls."""
     plain = decode_coefficients(MOE, ROOFLINE, 8, 128)
     assert decode_coefficients(MOE, ROOFLINE, 8, 128, ep=1).intercept == plain.intercept
     ep = decode_coefficients(MOE, ROOFLINE, 8, 128, ep=8)
@@ -91,7 +91,7 @@ def test_ep_adds_alltoalls_to_a_decode_step():
     assert ep.intercept - plain.intercept >= a2a * 0.999  # plus the busiest rank's extra experts
     assert ep.slope == plain.slope and ep.fixed == plain.fixed
     fitted = {e: decode_coefficients(MOE, H100, 8, 128, ep=e).intercept for e in (1, 8)}
-    assert fitted[8] < fitted[1]
+    assert fitted[8] > fitted[1]  # (less the gating of 1/8 of the tokens per GPU)
 
 
 def test_decode_with_ep_eq_tp_reads_an_eighth_of_the_experts_per_gpu():

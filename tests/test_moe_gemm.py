@@ -18,20 +18,22 @@ MOE_CSV = ROOT / "hardware_profiles/operators/frontier/compute/a800/qwen3-a3b-30
 MOE = ModelShape(**resolve_preset("qwen3-30b-a3b"))
 DENSE = ModelShape(**resolve_preset("qwen2.5-7b"))
 A800 = load_profile("a800")
-GEMM_FIELDS = ("moe_gemm_per_expert_us", "moe_gemm_eta_mem", "moe_gemm_eta_compute", "moe_routing_per_token_us")
+GEMM_FIELDS = ("moe_gemm_eta_mem", "moe_gemm_eta_compute", "moe_routing_per_token_us")
 
 
 def test_fit_holds_out_ep8_and_tp8_within_measured_bounds():
-    """Fitted on EP 1/2/4, EP 8 held out: median |error| 23.4%, p90 73.7% over rows >= 10 us (TP 8 held out:
-    19.9%, 67.5%). Bounds are those plus ~3 points; the profile carries the EP 8 hold-out's values."""
+    """Fitted on EP 1/2/4, EP 8 held out: median |error| 6.4%, p90 20.7% over rows >= 10 us (TP 8 held out:
+    11.7%, 27.3%). Bounds are those plus ~2-3 points; the profile carries the EP 8 hold-out's values."""
     ep8 = fit_grouped_gemm(MOE_CSV, "ep8")
     assert ep8.train_rows > 5000 and ep8.held_rows > 1000
-    assert ep8.held_median < 0.26 and ep8.held_p90 < 0.77
+    assert ep8.train_median < 0.09 and ep8.held_median < 0.085 and ep8.held_p90 < 0.23
     tp8 = fit_grouped_gemm(MOE_CSV, "tp8")
-    assert tp8.held_median < 0.23 and tp8.held_p90 < 0.70
-    assert A800.moe_gemm_per_expert_us == pytest.approx(ep8.per_expert_us, abs=0.01)
+    assert tp8.held_median < 0.14 and tp8.held_p90 < 0.30
     assert A800.moe_gemm_eta_mem == pytest.approx(ep8.eta_mem, abs=0.001)
     assert A800.moe_gemm_eta_compute == pytest.approx(ep8.eta_compute, abs=0.001)
+    # A per-touched-expert term is not supported by the rows: fitted, it is under 0.1 us and gains nothing.
+    with_c = fit_grouped_gemm(MOE_CSV, "ep8", per_expert=True)
+    assert with_c.per_expert_us < 0.1 and with_c.held_median > ep8.held_median - 0.01
     routing = fit_routing(MOE_CSV)
     assert routing.median_error < 0.05 and routing.p90_error < 0.10
     assert A800.moe_routing_per_token_us == pytest.approx(routing.per_token_us, abs=1e-4)
@@ -39,17 +41,18 @@ def test_fit_holds_out_ep8_and_tp8_within_measured_bounds():
 
 def test_expert_time_worked_numbers():
     """256 tokens on tp = ep = 4 (32 whole experts a GPU): all 32 touched, 256 x 8 / 4 = 512 routed copies x
-    1.0402 (busiest of 4 ranks, Blom's quantile) = 532.5; read 32 x 3 x 2048 x 768 x 2 B at 0.677 x 2.039 TB/s
-    = 218.8 us, GEMMs 532.5 x 6 x 2048 x 768 FLOP at 0.96 x 312 TFLOP/s = 16.8 us; per layer
-    1.65 x 32 + hypot(218.8, 16.8) + 0.0073 x 64 = 272.7 us, x 48 layers = 13.09 ms."""
+    1.0402 (busiest of 4 ranks, Blom's quantile) = 532.5; read 32 x 3 x 2048 x 768 x 2 B at 0.710 x 2.039 TB/s
+    = 208.6 us, GEMMs 532.5 x 6 x 2048 x 768 FLOP at 0.390 x 312 TFLOP/s = 41.3 us; per layer
+    hypot(208.6, 41.3) + 0.0073 x 64 = 213.1 us, x 48 layers = 10.23 ms."""
     copies = 256 * 8 / 4 * 1.04015
-    read = 32 * 3 * 2048 * 768 * 2 / (2.039e12 * 0.677)
-    flops = copies * 6 * 2048 * 768 / (312e12 * 0.96)
-    layer = 1.65e-6 * 32 + (read**2 + flops**2) ** 0.5 + 0.0073e-6 * 64
+    read = 32 * 3 * 2048 * 768 * 2 / (2.039e12 * 0.710)
+    flops = copies * 6 * 2048 * 768 / (312e12 * 0.390)
+    layer = (read**2 + flops**2) ** 0.5 + 0.0073e-6 * 64
     assert expert_gemm_time(MOE, A800, 256, 4, 4) == pytest.approx(48 * layer, rel=1e-4)
-    assert expert_gemm_time(MOE, A800, 256, 4, 4) == pytest.approx(13.09e-3, rel=1e-3)
-    # ep = 1 on tp 8: all 128 experts a GPU, each an eighth: the per-expert term makes it slower than ep 8.
-    assert expert_gemm_time(MOE, A800, 256, 8, 1) > expert_gemm_time(MOE, A800, 256, 8, 8)
+    assert expert_gemm_time(MOE, A800, 256, 4, 4) == pytest.approx(10.23e-3, rel=1e-3)
+    # ep = 1 on tp 4: 128 experts a GPU, each a quarter: the same bytes and FLOPs as ep 4 without its busiest
+    # rank's 4% more copies, but gating all 256 tokens on every GPU (+1.4 us a layer): within 1%.
+    assert expert_gemm_time(MOE, A800, 256, 4, 1) == pytest.approx(expert_gemm_time(MOE, A800, 256, 4, 4), rel=0.01)
 
 
 @pytest.mark.parametrize(("tp", "ep"), [(1, 1), (4, 1), (4, 4), (8, 8), (2, 8)])
@@ -66,7 +69,7 @@ def test_profile_without_the_fields_keeps_the_dense_roofline_pricing():
         # Dense: the fields change nothing, bit for bit.
         assert linear_layers_time(DENSE, A800, 2, tokens) == linear_layers_time(DENSE, bare, 2, tokens)
         assert prefill_time(DENSE, A800, 2, tokens) == prefill_time(DENSE, bare, 2, tokens)
-        # MoE: the fitted form replaces the expert part of the roofline (here slower: eta_mem 0.677 < 0.844).
+        # MoE: the fitted form replaces the expert part of the roofline (slower: eta_mem 0.710 < 0.844).
         assert linear_layers_time(MOE, A800, 2, tokens) > linear_layers_time(MOE, bare, 2, tokens)
-    with pytest.raises(ValueError, match="all three or none"):
+    with pytest.raises(ValueError, match="both or neither"):
         type(A800).model_validate({**A800.model_dump(), "moe_gemm_eta_mem": None})

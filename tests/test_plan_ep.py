@@ -131,11 +131,10 @@ def test_ep_reaches_the_simulated_scenario():
     assert scn.roles["reference"].parallel.ep == 8
     # no ep in the training config: each role keeps the scenario's own (8)
     assert ok[(1, "tp2-pp1-optimizer")].roles["actor"].parallel.ep == 8
-    # the engines' ep reaches the simulated generation: ep 4 engines (32 whole experts a GPU) beat ep 1 (128
-    # quarter experts a GPU) by more than their all-to-alls cost (the fitted grouped GEMM, docs/operators.md)
+    # the all-to-alls and the busiest rank's share are in the simulated generation: ep 4 engines are slower
     gen = {ep: simulate(ok[(ep, "tp2-pp1-ep8-optimizer")].model_copy(update={"steps": 1, "warmup_steps": 0}))
            for ep in (1, 4)}
-    assert gen[4].summary["step_time_s"] < gen[1].summary["step_time_s"]
+    assert gen[4].summary["step_time_s"] > gen[1].summary["step_time_s"]
 
 
 def test_training_ep_skips_a_dense_critic():
@@ -154,13 +153,13 @@ def test_plan_explains_the_expert_parallel_winner(tmp_path):
     s = space([4], [1, 4], [{"tp": 2, "ep": 8, "offload": "optimizer"}, {"tp": 2, "ep": 1, "offload": "optimizer"}])
     outcome = make_plan(MOE, s, tmp_path, backend="serial")
     text = outcome.paths["md"].read_text()
-    assert "## 1. h100-sxm x16 colocate tg4 eg4 tp2-pp1-ep8-optimizer" in text
+    assert "## 1. h100-sxm x16 colocate tg4 eg1 tp2-pp1-ep8-optimizer" in text
     assert ("expert parallel: actor and reference ep 8 over tp x dp = 16 ranks (1/8 of the experts per GPU, "
             "expert data parallel 2)") in text
-    assert "rollout ep 4 of each engine's tp 4 (32 experts per GPU, whole experts)" in text
+    assert "rollout ep 4 of each engine's tp 4 (32 experts per GPU, whole experts)" in text  # the runner-up
     assert "no candidate without expert parallelism ran to the end (1 in the space" in text  # ep 1 does not fit
     rec = load_scenario(outcome.paths["rec1"])  # what `rlsim run` loads
-    assert rec.roles["actor"].parallel.ep == 8 and rec.roles["rollout"].parallel.ep == 4
+    assert rec.roles["actor"].parallel.ep == 8 and rec.roles["rollout"].parallel.ep == 1
 
 
 def test_plan_compares_the_winner_with_the_best_plan_without_expert_parallelism(tmp_path):

@@ -48,7 +48,6 @@ _NUMERIC_FIELDS = (
     "layer_small_ops_us",
     "kernel_launch_us",
     "moe_layer_fixed_us",
-    "moe_gemm_per_expert_us",
     "moe_gemm_eta_mem",
     "moe_gemm_eta_compute",
     "moe_routing_per_token_us",
@@ -103,10 +102,8 @@ class HardwareProfile(BaseModel):
         default=None, ge=0, description="Norms, rope, activation and adds of one layer at decode sizes, us")
     moe_layer_fixed_us: float | None = Field(
         default=None, ge=0, description="An MoE layer's gating, routing, shuffle and grouped-GEMM fixed time, us")
-    # The grouped expert GEMM per device (docs/operators.md, "MoE layers"); all three or none (None: experts
+    # The grouped expert GEMM per device (docs/operators.md, "MoE layers"); both or neither (None: experts
     # priced with the dense roofline).
-    moe_gemm_per_expert_us: float | None = Field(
-        default=None, ge=0, le=10_000, description="Grouped-GEMM time per expert touched on a device, us")
     moe_gemm_eta_mem: float | None = Field(
         default=None, ge=MIN_EFFICIENCY, le=1, description="Grouped GEMM's share of HBM bandwidth reading experts")
     moe_gemm_eta_compute: float | None = Field(
@@ -128,10 +125,8 @@ class HardwareProfile(BaseModel):
         unknown = sorted(set(self.sources) - set(_NUMERIC_FIELDS))
         if unknown:
             raise ValueError(f"`sources` names unknown fields: {', '.join(unknown)}")
-        names = ("moe_gemm_per_expert_us", "moe_gemm_eta_mem", "moe_gemm_eta_compute")
-        gemm = [getattr(self, f) is None for f in names]
-        if any(gemm) and not all(gemm):
-            raise ValueError(f"{', '.join(names)}: give all three or none")
+        if (self.moe_gemm_eta_mem is None) != (self.moe_gemm_eta_compute is None):
+            raise ValueError("moe_gemm_eta_mem and moe_gemm_eta_compute: give both or neither")
         return self
 
     @property

@@ -9,9 +9,12 @@ the token shuffle are per-layer costs, taken as their medians at <= 64 tokens. `
 rows at TP 1 and expert parallelism 1.
 
 `fit_grouped_gemm` fits the grouped GEMM of one device across expert and tensor parallelism (every row of
-the file): t = t0 + c * touched + hypot(read / (BW * eta_mem), flops / (peak * eta_compute)), read = the
-touched experts' weights on the device, flops = its routed token copies x 2 x 3 x hidden x ffn_dev, where
-a device holds E / ep experts each tensor-split over max(1, tp / ep) GPUs (docs/operators.md, "MoE layers").
+the file): t = t0 [+ c * touched] + hypot(read / (BW * eta_mem), flops / (peak * eta_compute)), read = the
+touched experts' weights on the device, flops = its routed token copies x 2 x 3 x hidden x ffn / tp. Each
+row is a kernel shape: E / ep experts of width ffn / tp and `total_routed_tokens` copies (read as E / ep
+whole experts, EP 8 TP 8 at 4,096 tokens would run 309 GFLOP in 0.54 ms, 1.8x the A800's peak).
+The per-expert term c is optional: fitted, it comes out at 0.07 us and changes no error (docs/operators.md,
+"MoE layers"), so the profiles carry the form without it.
 `fit_routing` fits gating + top-k + shuffle as a fixed plus a per-token term.
 """
 
@@ -93,7 +96,8 @@ MIN_FIT_SECONDS = 10e-6  # errors are reported over rows of at least 10 us
 
 @dataclass(frozen=True)
 class GroupedGemmFit:
-    """t = fixed_us + per_expert_us x touched + hypot(read / (BW eta_mem), flops / (peak eta_compute)) per device."""
+    """t = fixed_us + per_expert_us x touched + hypot(read / (BW eta_mem), flops / (peak eta_compute)) per device
+    (per_expert_us 0 unless fitted)."""
 
     fixed_us: float
     per_expert_us: float
@@ -108,24 +112,29 @@ class GroupedGemmFit:
 
 def gemm_terms(t: dict[str, np.ndarray], peak_flops: float, hbm_bytes_per_s: float):
     """(touched experts, read seconds at full bandwidth, compute seconds at peak) of each row's device."""
-    ep, tp = t["expert_parallel_size"], t["num_tensor_parallel_workers"]
-    ffn = t["expert_hidden_dim"] * np.minimum(1.0, ep / tp)  # tensor-split over tp / ep GPUs when ep < tp
+    ffn = t["expert_hidden_dim"] / t["num_tensor_parallel_workers"]  # each of the device's experts is 1/tp wide
     expert_flops = 2.0 * 3.0 * t["hidden_dim"] * ffn
     touched = t["num_experts_per_device"] * t["expert_utilization"]
     read = touched * 3.0 * t["hidden_dim"] * ffn * 2.0 / hbm_bytes_per_s  # gate, up, down in bf16
     return touched, read, t["total_routed_tokens"] * expert_flops / peak_flops
 
 
-def _gemm_solve(touched, read, compute, y, ratio: float):
-    """Least squares on relative error of (t0, c, 1/eta_mem) for eta_mem / eta_compute = `ratio`:
-    hypot(R / eta_m, C / eta_c) = hypot(R, C ratio) / eta_m is linear in 1 / eta_m (1 / eta_c = ratio / eta_m)."""
-    a = np.column_stack([np.ones_like(y), touched, np.hypot(read, compute * ratio)]) / y[:, None]
+def _gemm_columns(touched, read, compute, ratio: float, per_expert: bool) -> np.ndarray:
+    """Columns of (t0, [c,] 1/eta_mem) for eta_mem / eta_compute = `ratio`: hypot(R / eta_m, C / eta_c) =
+    hypot(R, C ratio) / eta_m is linear in 1 / eta_m (1 / eta_c = ratio / eta_m)."""
+    cols = [np.ones_like(read), *((touched,) if per_expert else ()), np.hypot(read, compute * ratio)]
+    return np.column_stack(cols)
+
+
+def _gemm_solve(a: np.ndarray, y: np.ndarray):
+    """Least squares on relative error, coefficients clipped at 0."""
+    a = a / y[:, None]
     coef, *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
     coef = np.maximum(coef, 0.0)
     return coef, float(np.sum((a @ coef - 1.0) ** 2))
 
 
-def fit_grouped_gemm(path: Path, hold_out: str = "ep8", peak_flops: float = A800_PEAK_FLOPS,
+def fit_grouped_gemm(path: Path, hold_out: str = "ep8", per_expert: bool = False, peak_flops: float = A800_PEAK_FLOPS,
                      hbm_bytes_per_s: float = A800_HBM_BYTES_PER_S) -> GroupedGemmFit:
     """Fit the per-device grouped GEMM on every row >= 10 us except the held-out ones (`hold_out`: "ep8"
     holds out expert parallelism 8, "tp8" holds out TP 8 and trains without EP 8 too); a grid over the
@@ -136,10 +145,11 @@ def fit_grouped_gemm(path: Path, hold_out: str = "ep8", peak_flops: float = A800
     ep, tp = t["expert_parallel_size"], t["num_tensor_parallel_workers"]
     held = (ep == 8) if hold_out == "ep8" else (tp == 8)
     train = ~held & (ep != 8) & (y >= MIN_FIT_SECONDS)
-    best = min((_gemm_solve(touched[train], read[train], compute[train], y[train], r) + (r,)
+    best = min((_gemm_solve(_gemm_columns(touched, read, compute, r, per_expert)[train], y[train]) + (r,)
                 for r in np.geomspace(0.05, 20.0, 121)), key=lambda c: c[1])
-    (t0, c, inv_mem), _, ratio = best
-    pred = t0 + c * touched + inv_mem * np.hypot(read, compute * ratio)
+    coef, _, ratio = best
+    pred = _gemm_columns(touched, read, compute, ratio, per_expert) @ coef
+    t0, c, inv_mem = coef[0], (coef[1] if per_expert else 0.0), coef[-1]
     err = np.abs(pred / y - 1.0)
     test = held & (y >= MIN_FIT_SECONDS)
     return GroupedGemmFit(t0 * 1e6, c * 1e6, 1.0 / inv_mem, 1.0 / (ratio * inv_mem), int(train.sum()),
