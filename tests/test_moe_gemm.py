@@ -11,7 +11,7 @@ from rlsim.sim.costs.generation import linear_layers_time, prefill_time
 from rlsim.sim.costs.moe import expert_gemm_time
 from rlsim.sim.hardware import load_profile
 from rlsim.sim.model_shapes import ModelShape, resolve_preset
-from rlsim.tools.calibration.ops_moe import fit_grouped_gemm, fit_routing
+from rlsim.tools.calibration.ops_moe import fit_grouped_gemm, fit_routing, moe_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 MOE_CSV = ROOT / "hardware_profiles/operators/frontier/compute/a800/qwen3-a3b-30b-moe/moe.csv"
@@ -73,3 +73,11 @@ def test_profile_without_the_fields_keeps_the_dense_roofline_pricing():
         assert linear_layers_time(MOE, A800, 2, tokens) > linear_layers_time(MOE, bare, 2, tokens)
     with pytest.raises(ValueError, match="both or neither"):
         type(A800).model_validate({**A800.model_dump(), "moe_gemm_eta_mem": None})
+
+
+def test_calibrate_ops_prints_the_moe_fit_and_the_profile_takes_it():
+    lines = moe_summary(ROOT / "hardware_profiles/operators/frontier", "a800", 312e12, 2.039e12)
+    assert len(lines) == 5 and "ep8 held out" in lines[1] and "tp8 held out" in lines[2]
+    assert (f"moe_gemm_eta_mem {A800.moe_gemm_eta_mem:.3f}, moe_gemm_eta_compute {A800.moe_gemm_eta_compute:.3f}, "
+            f"moe_routing_per_token_us {A800.moe_routing_per_token_us:.4f}") in lines[4]
+    assert moe_summary(ROOT / "hardware_profiles/operators/frontier", "h800", 989e12, 3.35e12) == ()

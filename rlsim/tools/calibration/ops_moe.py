@@ -183,3 +183,27 @@ def fit_routing(path: Path) -> RoutingFit:
     err = np.abs((fixed + per_token * t["num_tokens"]) / y - 1.0)
     return RoutingFit(float(fixed) * 1e6, float(per_token) * 1e6, int(y.size), float(np.median(err)),
                       float(np.percentile(err, 90)))
+
+
+def moe_summary(root: Path, gpu: str, peak_flops: float, hbm_bytes_per_s: float) -> tuple[str, ...]:
+    """`rlsim calibrate ops` lines for each `compute/<gpu>/**/moe.csv` with expert-parallel rows: the grouped
+    GEMM fit (EP 8 and TP 8 held out in turn) and the gating/top-k/shuffle fit, with the profile values."""
+    lines = []
+    for path in sorted((root / "compute" / gpu).rglob("moe.csv")):
+        with path.open() as fh:
+            if "expert_parallel_size" not in fh.readline():
+                continue
+        lines.append(f"  MoE grouped GEMM ({path.parent.name}): t = t0 + hypot(read / eta_mem, flops / eta_compute)")
+        for hold in ("ep8", "tp8"):
+            f = fit_grouped_gemm(path, hold, peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s)
+            lines.append(f"    {hold} held out: t0 {f.fixed_us:.1f} us, eta_mem {f.eta_mem:.3f}, eta_compute "
+                         f"{f.eta_compute:.3f}; training median |error| {f.train_median:.1%} ({f.train_rows} rows), "
+                         f"held out {f.held_median:.1%}, p90 {f.held_p90:.1%} ({f.held_rows} rows)")
+        r = fit_routing(path)
+        lines.append(f"    gating + top-k + shuffle: {r.fixed_us:.1f} us + {r.per_token_us:.4f} us per token, "
+                     f"median |error| {r.median_error:.1%}, p90 {r.p90_error:.1%} ({r.rows} rows)")
+        f = fit_grouped_gemm(path, "ep8", peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s)
+        lines.append(f"    profile values: moe_gemm_eta_mem {f.eta_mem:.3f}, moe_gemm_eta_compute {f.eta_compute:.3f}, "
+                     f"moe_routing_per_token_us {r.per_token_us:.4f} (t0 and the routing's fixed part are host-timed "
+                     "and not used)")
+    return tuple(lines)
