@@ -81,3 +81,14 @@ def test_calibrate_ops_prints_the_moe_fit_and_the_profile_takes_it():
     assert (f"moe_gemm_eta_mem {A800.moe_gemm_eta_mem:.3f}, moe_gemm_eta_compute {A800.moe_gemm_eta_compute:.3f}, "
             f"moe_routing_per_token_us {A800.moe_routing_per_token_us:.4f}") in lines[4]
     assert moe_summary(ROOT / "hardware_profiles/operators/frontier", "h800", 989e12, 3.35e12) == ()
+
+
+def test_sensitivity_varies_the_grouped_gemm_shares_only_where_an_engine_runs_an_moe():
+    from rlsim.sim.scenario.loader import load_scenario
+    from rlsim.tools.sensitivity import default_inputs
+
+    def keys(name):
+        return {i.key.rsplit(".", 1)[-1] for i in default_inputs(load_scenario(name))[0]}
+
+    assert {"moe_gemm_eta_mem", "moe_gemm_eta_compute"} <= keys(ROOT / "scenarios/sync/moe-qwen3-30b-a3b-ep.yaml")
+    assert not {"moe_gemm_eta_mem", "moe_gemm_eta_compute"} & keys(ROOT / "scenarios/quickstart.yaml")  # dense
