@@ -75,14 +75,23 @@ def test_ep_on_a_node_is_cheaper_than_across_nodes():
     assert train[4] > train[8] > 0
 
 
+# The dense-roofline pricing of the experts (a profile without the fitted grouped GEMM, tests/test_moe_gemm.py).
+ROOFLINE = H100.model_copy(
+    update=dict.fromkeys(("moe_gemm_eta_mem", "moe_gemm_eta_compute", "moe_routing_per_token_us")))
+
+
 def test_ep_adds_alltoalls_to_a_decode_step():
-    """ep = tp = 8: each MoE layer adds dispatch + combine; ep = 1 stays the TP-sliced step, bit for bit."""
-    plain = decode_coefficients(MOE, H100, 8, 128)
-    assert decode_coefficients(MOE, H100, 8, 128, ep=1).intercept == plain.intercept
-    ep = decode_coefficients(MOE, H100, 8, 128, ep=8)
+    """ep = tp = 8: each MoE layer adds dispatch + combine; ep = 1 stays the TP-sliced step, bit for bit.
+    With the fitted grouped GEMM (a roofline of each GPU's bytes and FLOPs, no per-expert cost) 16 whole
+    experts a GPU read and multiply what 128 eighths do, so ep 8 still only adds its all-to-alls."""
+    plain = decode_coefficients(MOE, ROOFLINE, 8, 128)
+    assert decode_coefficients(MOE, ROOFLINE, 8, 128, ep=1).intercept == plain.intercept
+    ep = decode_coefficients(MOE, ROOFLINE, 8, 128, ep=8)
     a2a = 2 * MOE.layers * ep_alltoall_time(H100, 128 / 8 * 8 * MOE.hidden * 2.0, 8, 8)
     assert ep.intercept - plain.intercept >= a2a * 0.999  # plus the busiest rank's extra experts
     assert ep.slope == plain.slope and ep.fixed == plain.fixed
+    fitted = {e: decode_coefficients(MOE, H100, 8, 128, ep=e).intercept for e in (1, 8)}
+    assert fitted[8] > fitted[1]  # (less the gating of 1/8 of the tokens per GPU)
 
 
 def test_decode_with_ep_eq_tp_reads_an_eighth_of_the_experts_per_gpu():
@@ -92,8 +101,8 @@ def test_decode_with_ep_eq_tp_reads_an_eighth_of_the_experts_per_gpu():
     dense = MOE.weight_bytes_total - experts
     read, _ = ep_read_and_flops(MOE, 4096, 8)
     assert (read - dense) / 8 == pytest.approx(experts / 8, rel=1e-9)
-    assert linear_layers_time(MOE, H100, 8, 4096, ep=8) == pytest.approx(linear_layers_time(MOE, H100, 8, 4096),
-                                                                        rel=0.01)
+    assert linear_layers_time(MOE, ROOFLINE, 8, 4096, ep=8) == pytest.approx(
+        linear_layers_time(MOE, ROOFLINE, 8, 4096), rel=0.01)
     assert read_imbalance(MOE, 1, 8) > 1.5  # one token's 8 experts land unevenly on 8 ranks
     assert 1.0 <= token_imbalance(MOE, 4096, 8) < 1.1  # many tokens even out
     assert max_normal_quantile(2) == pytest.approx(0.5642, abs=0.03)  # exact E[max of 2 normals] = 1/sqrt(pi)

@@ -48,6 +48,9 @@ _NUMERIC_FIELDS = (
     "layer_small_ops_us",
     "kernel_launch_us",
     "moe_layer_fixed_us",
+    "moe_gemm_eta_mem",
+    "moe_gemm_eta_compute",
+    "moe_routing_per_token_us",
     "attention_fixed_us",
 )
 
@@ -99,6 +102,14 @@ class HardwareProfile(BaseModel):
         default=None, ge=0, description="Norms, rope, activation and adds of one layer at decode sizes, us")
     moe_layer_fixed_us: float | None = Field(
         default=None, ge=0, description="An MoE layer's gating, routing, shuffle and grouped-GEMM fixed time, us")
+    # The grouped expert GEMM per device (docs/operators.md, "MoE layers"); both or neither (None: experts
+    # priced with the dense roofline).
+    moe_gemm_eta_mem: float | None = Field(
+        default=None, ge=MIN_EFFICIENCY, le=1, description="Grouped GEMM's share of HBM bandwidth reading experts")
+    moe_gemm_eta_compute: float | None = Field(
+        default=None, ge=MIN_EFFICIENCY, le=1, description="Grouped GEMM's share of peak FLOP/s")
+    moe_routing_per_token_us: float | None = Field(
+        default=None, ge=0, le=1_000, description="Gating, top-k and shuffle time per token of a device, us")
     attention_fixed_us: float | None = Field(
         default=None, ge=0, le=1_000_000,
         description="One layer's decode-attention and KV-write kernel time beyond the KV read, us")
@@ -114,7 +125,14 @@ class HardwareProfile(BaseModel):
         unknown = sorted(set(self.sources) - set(_NUMERIC_FIELDS))
         if unknown:
             raise ValueError(f"`sources` names unknown fields: {', '.join(unknown)}")
+        if (self.moe_gemm_eta_mem is None) != (self.moe_gemm_eta_compute is None):
+            raise ValueError("moe_gemm_eta_mem and moe_gemm_eta_compute: give both or neither")
         return self
+
+    @property
+    def moe_gemm_fitted(self) -> bool:
+        """Whether the grouped expert GEMM has its own fitted form (docs/operators.md, "MoE layers")."""
+        return self.moe_gemm_eta_mem is not None
 
     # Derived SI quantities used by the cost models.
     @property

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.engine_kinds import EngineOverheads, generic_overheads
-from rlsim.sim.costs.moe import ep_read_and_flops, generation_alltoall_time
+from rlsim.sim.costs.moe import dense_read_and_flops, ep_read_and_flops, expert_gemm_time, generation_alltoall_time
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -155,9 +155,14 @@ def linear_layers_time(
     A profile fitted to operators (`rlsim calibrate ops`, docs/operators.md) adds each layer's fixed
     kernel time (4 GEMMs' fixed cost and the norms, rope, activation and adds), which is what keeps a
     many-layer model at high TP from looking faster than its kernels. With expert parallelism (`ep` > 1)
-    the experts' read and GEMMs are the busiest EP rank's (costs/moe.py).
+    the experts' read and GEMMs are the busiest EP rank's (costs/moe.py). A profile with the fitted grouped
+    GEMM (`moe_gemm_*`) prices the experts with it (`moe.expert_gemm_time`) beside the dense roofline.
     """
-    if ep > 1 and model.num_experts:
+    gemm = 0.0
+    if model.num_experts and hw.moe_gemm_fitted:
+        weight_read, flop_params = dense_read_and_flops(model)
+        gemm = expert_gemm_time(model, hw, tokens, tp, ep)
+    elif ep > 1 and model.num_experts:
         weight_read, flop_params = ep_read_and_flops(model, tokens, ep)
     else:
         weight_read, flop_params = _weight_bytes_read(model, tokens), model.active_params
@@ -166,7 +171,7 @@ def linear_layers_time(
     fixed = hw.layer_fixed_s
     if model.num_experts and hw.moe_layer_fixed_us is not None:
         fixed += hw.moe_layer_fixed_us * 1e-6  # gating, top-k routing, token shuffle, grouped-GEMM fixed cost
-    return math.hypot(read, compute) + model.layers * fixed
+    return math.hypot(read, compute) + gemm + model.layers * fixed
 
 
 def attention_seconds_per_context_token(
@@ -267,7 +272,7 @@ class PrefillCost:
     """
 
     __slots__ = ("_model", "_hw", "_tp", "_latency_s", "_step_s", "_flops_per_token", "_flops_per_sq",
-                 "_compute_rate", "_memory_rate", "_dense_memory", "_ep", "_gpus_per_node")
+                 "_compute_rate", "_memory_rate", "_dense_memory", "_ep", "_gpus_per_node", "_gemm")
 
     def __init__(self, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads | None = None,
                  ep: int = 1, gpus_per_node: int = 8):
@@ -282,6 +287,7 @@ class PrefillCost:
         self._memory_rate = hw.hbm_bytes_per_s * tp * hw.decode_eta_mem
         # A dense model streams all its weights whatever the batch (an MoE only the experts it touches).
         self._dense_memory = None if model.num_experts else _weight_bytes_read(model, 1) / self._memory_rate
+        self._gemm = bool(model.num_experts) and hw.moe_gemm_fitted
 
     def time(self, new_tokens: float, new_tokens_sq: float, cached_cross: float = 0.0) -> float:
         """One iteration over `new_tokens` new tokens (sum of squares `new_tokens_sq`, cross term as above).
@@ -290,7 +296,7 @@ class PrefillCost:
         frame, a method call does not (an engine calls this once per admission round)."""
         if new_tokens <= 0:
             return 0.0
-        if self._ep > 1:
+        if self._gemm or self._ep > 1:
             return self._ep_time(new_tokens, new_tokens_sq, cached_cross)
         flops = self._flops_per_token * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
         compute = flops / self._compute_rate
@@ -303,14 +309,20 @@ class PrefillCost:
         return (memory if memory > compute else compute) + self._step_s + comm  # max(), without the builtin
 
     def _ep_time(self, new_tokens: float, new_tokens_sq: float, cached_cross: float) -> float:
-        """`time` of an expert-parallel engine: the busiest EP rank's experts and the all-to-alls added."""
+        """`time` of an expert-parallel engine (the busiest EP rank's experts and the all-to-alls added), or of
+        an MoE on a profile with the fitted grouped GEMM (its experts priced by `moe.expert_gemm_time`)."""
         model, hw, tp, ep = self._model, self._hw, self._tp, self._ep
-        read, flop_params = ep_read_and_flops(model, new_tokens, ep)
+        gemm = 0.0
+        if self._gemm:
+            read, flop_params = dense_read_and_flops(model)
+            gemm = expert_gemm_time(model, hw, new_tokens, tp, ep)
+        else:
+            read, flop_params = ep_read_and_flops(model, new_tokens, ep)
         flops = 2.0 * flop_params * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
         compute, memory = flops / self._compute_rate, read / self._memory_rate
         comm = tp_allreduce_time(model, hw, tp, int(new_tokens), latency_s=self._latency_s)
         comm += generation_alltoall_time(model, hw, ep, new_tokens, self._gpus_per_node)
-        return max(memory, compute) + self._step_s + comm
+        return max(memory, compute) + gemm + self._step_s + comm
 
 
 def serving_itl(

@@ -111,6 +111,35 @@ def ep_read_and_flops(model: ModelShape, tokens: float, ep: int) -> tuple[float,
     return read, flops_params
 
 
+def expert_gemm_time(model: ModelShape, hw: HardwareProfile, tokens: float, tp: int, ep: int) -> float:
+    """Seconds of every MoE layer's grouped expert GEMM (and the gating/top-k/shuffle per-token term) on the
+    busiest GPU of a step over `tokens` tokens, with a profile that has the fitted form (`hw.moe_gemm_fitted`):
+    per layer, hypot(read / (BW eta_mem), flops / (peak eta_compute)). A GPU holds
+    E / ep experts, each tensor-split over max(1, tp / ep) GPUs; it reads the experts it touches (the busiest
+    rank's, `read_imbalance`) and multiplies the routed token copies it receives (`token_imbalance`).
+    docs/operators.md, "MoE layers". The layer's fixed cost stays `moe_layer_fixed_us` (kernel-only)."""
+    if tokens <= 0:
+        return 0.0
+    e, k = model.num_experts, model.experts_per_token
+    ep = max(ep, 1)
+    ffn = model.ffn / (tp / ep if tp > ep else 1.0)
+    touched = e / ep * (1.0 - (1.0 - k / e) ** max(tokens, 1)) * read_imbalance(model, tokens, ep)
+    copies = tokens * k / ep * token_imbalance(model, tokens, ep)
+    read = touched * 3.0 * model.hidden * ffn * model.weight_bytes / (hw.hbm_bytes_per_s * hw.moe_gemm_eta_mem)
+    flops = copies * 6.0 * model.hidden * ffn / (hw.peak_flops_for(model.weight_bytes) * hw.moe_gemm_eta_compute)
+    layer = (read * read + flops * flops) ** 0.5
+    if hw.moe_routing_per_token_us is not None:
+        layer += hw.moe_routing_per_token_us * 1e-6 * tokens / ep
+    return model.layers * layer
+
+
+def dense_read_and_flops(model: ModelShape) -> tuple[float, float]:
+    """(weight bytes, active parameters per token) of an MoE model's parts outside its routed experts."""
+    experts = expert_params(model)
+    return (model.params - experts) * model.weight_bytes, model.active_params - experts * (
+        model.experts_per_token / model.num_experts)
+
+
 @dataclass(frozen=True)
 class TrainingEP:
     """Expert parallelism of a training or forward-only role: all-to-alls per micro-batch of each DP rank."""

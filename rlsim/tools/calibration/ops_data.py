@@ -181,9 +181,12 @@ def read_collectives(root: Path, gpu: str) -> CollectiveRows | None:
     return CollectiveRows(**{f: np.asarray(v) for f, v in cols.items()})
 
 
-def read_table(path: Path, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Named numeric columns of a CSV (rows missing any of them dropped), for MoE and attention profiles."""
+def read_table(path: Path, columns: tuple[str, ...], where: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+    """Named numeric columns of a CSV (rows missing any of them dropped), for MoE and attention profiles;
+    `where` keeps only the rows whose named text columns hold the given values."""
     rows = _read_csv(path)
+    if where:
+        rows = [r for r in rows if all(r.get(k) == v for k, v in where.items())]
     keep = [[_num(r, c) for c in columns] for r in rows]
     keep = [k for k in keep if None not in k]
     arr = np.asarray(keep, dtype=float).reshape(-1, len(columns))

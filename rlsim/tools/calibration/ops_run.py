@@ -18,6 +18,7 @@ import numpy as np
 
 from rlsim.tools.calibration import ops_data
 from rlsim.tools.calibration.ops_fit import DenseFit, error_stats, fit_dense
+from rlsim.tools.calibration.ops_moe import moe_summary
 
 # The hardware profile whose datasheet peak and bandwidth each profiled GPU's efficiencies refer to.
 GPU_PROFILES = {"a100": "a100-80gb", "h100": "h100-sxm", "h800": "h800", "a800": "a800"}
@@ -52,6 +53,7 @@ class OpsResult:
     train_median: float
     train_p90: float
     small_ops_us: float  # per layer at decode sizes (<= 64 tokens), training models' median rows
+    moe_lines: tuple[str, ...] = ()  # the grouped-GEMM and routing fits of an expert-parallel moe.csv (ops_moe)
 
     def profile_values(self) -> dict[str, float]:
         """What a hardware profile takes from this fit (docs/operators.md says what each one means)."""
@@ -137,7 +139,7 @@ def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, 
     if out is not None:
         _write_csv(out / "ops_fit.csv", gpu, rows, pred, held, coll_rows, coll_pred)
     return OpsResult(gpu, held_out, dense, coll_fits, launch_cost_us(root, gpu), hm, hp, hn, tm, tp90,
-                     _small_ops_us(rows.subset(~held)))
+                     _small_ops_us(rows.subset(~held)), moe_summary(root, gpu, peak_flops, hbm_bytes_per_s))
 
 
 def _small_ops_us(rows: ops_data.DenseRows) -> float:
@@ -180,4 +182,5 @@ def format_result(r: OpsResult) -> str:
     if r.launch_us is not None:
         lines.append(f"  kernel launch + host per operator: {r.launch_us:.1f} us")
     lines.append("  hardware profile values: " + ", ".join(f"{k} {v}" for k, v in r.profile_values().items()))
+    lines.extend(r.moe_lines)
     return "\n".join(lines)

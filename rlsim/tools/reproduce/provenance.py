@@ -132,6 +132,11 @@ FITTED: tuple[FittedConstant, ...] = (
                         ("kernel_launch_us", "H800 host-timed minus kernel-only operator times"),
                         ("moe_layer_fixed_us", "gating, top-k, shuffle and grouped GEMM of a small MoE on H800"),
                         ("attention_fixed_us", "decode-attention kernel T0 + KV-cache write, A800 Llama-2-7B"))),
+    *(FittedConstant(f"hardware_profiles/{gpu}.yaml", name, ("frontier",), f"ops_moe: {how}")
+      for gpu in ("a800", "a100-80gb")
+      for name, how in (("moe_gemm_eta_mem", "grouped GEMM across EP and TP, Frontier A800 Qwen3-30B-A3B"),
+                        ("moe_gemm_eta_compute", "grouped GEMM across EP and TP, Frontier A800 Qwen3-30B-A3B"),
+                        ("moe_routing_per_token_us", "gating + top-k + shuffle per token, Frontier A800"))),
     FittedConstant("hardware_profiles/h20.yaml", "train_mfu", ("verl-one-step-off",),
                    "sync FSDP2 update_actor 286 s"),
     FittedConstant("hardware_profiles/h20.yaml", "forward_mfu", ("verl-one-step-off",),

@@ -31,6 +31,9 @@ CALIBRATED = (
 # The all-to-all latencies of expert parallelism (costs/moe.py): varied only on a pool where a role has ep > 1,
 # the in-node one where an ep group fits in a node, the other where one spans nodes.
 EP_CALIBRATED = ("p2p_latency_us", "p2p_latency_inter_node_us")
+# The grouped expert GEMM's efficiencies (docs/operators.md, "MoE layers"): varied on a pool whose engines run an
+# MoE model, where the profile has them.
+MOE_CALIBRATED = ("moe_gemm_eta_mem", "moe_gemm_eta_compute")
 # An engine whose host overhead is 0 is varied 0 -> this (µs per running sequence per decode step):
 # between the overlapped engines (~4-8 µs) and vLLM before 0.6 (~500 µs).
 HOST_OVERHEAD_ABSOLUTE_US = 50.0
@@ -311,7 +314,7 @@ def default_inputs(scn: Scenario, pct: float = DEFAULT_PCT) -> tuple[list[Input]
         unused = _unused_constants(scn, name)
         if unused:
             skipped.append(f"cluster.pools.{name}: {', '.join(unused)}: nothing on this pool uses them")
-        for field in [f for f in CALIBRATED if f not in unused] + _ep_constants(scn, name):
+        for field in [f for f in CALIBRATED if f not in unused] + _ep_constants(scn, name) + _moe_constants(scn, name):
             if field == "nic_gbit_per_s" and pool.nic_gbit_per_s is not None:
                 key = f"cluster.pools.{name}.nic_gbit_per_s"
             else:
@@ -388,6 +391,14 @@ def _ep_constants(scn: Scenario, pool: str) -> list[str]:
            and scn.models[role.model].num_experts]
     return [field for field, used in zip(EP_CALIBRATED, (any(ep <= per_node for ep in eps),
                                                         any(ep > per_node for ep in eps)), strict=True) if used]
+
+
+def _moe_constants(scn: Scenario, pool: str) -> list[str]:
+    """The grouped-GEMM efficiencies, where an engine on `pool` runs an MoE model and its profile has them."""
+    if not any(role.pool == pool and role.engine is not None and scn.models[role.model].num_experts
+               for role in scn.roles.values()):
+        return []
+    return [f for f in MOE_CALIBRATED if lookup(scn, f"cluster.pools.{pool}.profile_overrides.{f}")[0] is not None]
 
 
 # ---------------------------------------------------------------- --vary
