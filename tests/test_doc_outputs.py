@@ -1,12 +1,14 @@
-"""The outputs the README and the sizing guide show are what today's code prints: the README's sweep table,
-reproduction headline and plan ranking, and the sizing example's answers, are re-run here and compared line
-by line (they had gone stale once, unnoticed)."""
+"""The outputs the README and the docs show are what today's code prints: the README's sweep table,
+reproduction headline and plan ranking, the sizing example's answers, and the cheapest tables of
+docs/reproductions.md (verl one-step-off, the HybridFlow placement winners) are re-run here and compared
+line by line (they had gone stale once, unnoticed)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -15,6 +17,7 @@ from rlsim.tools.cli import app
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 SIZING = (ROOT / "docs" / "sizing.md").read_text()
+REPRODUCTIONS = (ROOT / "docs" / "reproductions.md").read_text()
 runner = CliRunner()
 
 
@@ -50,13 +53,79 @@ def test_sweep_table_is_current(tmp_path):
         assert row in out, row
 
 
+@pytest.fixture(scope="module")
+def hybridflow_placement(tmp_path_factory):
+    """`rlsim reproduce hybridflow-placement` once for this module (~15 s): its printed lines and its folder."""
+    out_dir = tmp_path_factory.mktemp("hybridflow-placement")
+    return _run(["reproduce", "hybridflow-placement", "--out", str(out_dir), "-q"]), out_dir
+
+
 @pytest.mark.slow
-def test_reproduction_headline_is_current(tmp_path):
+def test_reproduction_headline_is_current(hybridflow_placement):
     shown = _readme_block_after("rlsim reproduce hybridflow-placement")
     assert len(shown) >= 3 and shown[0].startswith("HybridFlow placement grid")
-    out = {_squash(ln) for ln in _run(["reproduce", "hybridflow-placement", "--out", str(tmp_path), "-q"])}
+    out = {_squash(ln) for ln in hybridflow_placement[0]}
     for line in shown:
         assert _squash(line) in out, line
+
+
+def _reproductions_section(heading: str) -> str:
+    at = REPRODUCTIONS.index(heading)
+    end = REPRODUCTIONS.find("\n## ", at + len(heading))
+    return REPRODUCTIONS[at:] if end < 0 else REPRODUCTIONS[at:end]
+
+
+def _table_rows(section: str, first_cell: str) -> list[list[str]]:
+    """Cells (bold marks dropped) of the Markdown table rows whose first cell matches `first_cell`."""
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and re.fullmatch(first_cell, cells[0]):
+            rows.append(cells)
+    return rows
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1f}%".replace("-", "\u2212")
+
+
+@pytest.mark.slow
+def test_reproductions_verl_one_step_off_table_is_current(tmp_path):
+    rows = _table_rows(_reproductions_section("## verl one-step-off vs synchronous"), r"sync|one-step-off|speedup")
+    assert len(rows) == 10, rows
+    _run(["reproduce", "verl-one-step-off", "--out", str(tmp_path), "-q"])
+    table = pd.read_csv(tmp_path / "table.csv")
+    table = table[table["backend"] == "fsdp2"].set_index(["mode", "column"])
+    for run, timing, published, simulated, error in rows:
+        column = timing if run == "speedup" else "timing_s/" + timing.split(" (")[0]
+        row = table.loc[(run, column)]
+        fmt = "{:.2f}" if run == "speedup" else "{:.0f}"
+        assert (published, simulated) == (fmt.format(row["published_s"]), fmt.format(row["simulated_s"])), (run, timing)
+        if error == "\u2014":  # no error shown where rlsim has no such wait
+            assert round(row["simulated_s"]) == 0, (run, timing)
+        else:
+            assert error == _pct(row["error_pct"]), (run, timing)
+
+
+@pytest.mark.slow
+def test_reproductions_placement_winners_are_current(hybridflow_placement):
+    section = _reproductions_section("## HybridFlow placement")
+    rows = _table_rows(section, r"llama-\d+b")
+    assert len(rows) >= 15, rows
+    out_dir = hybridflow_placement[1]
+    table = pd.read_csv(out_dir / "table.csv")
+    table = table[table["feasible"]]
+    best = table.loc[table.groupby(["model", "gpus"])["throughput_tokens_per_s"].idxmax()]
+    winners = {(r.model, int(r.gpus)): r.placement for r in best.itertuples()}
+    shown = {(row[0], int(row[1])): row[5].split()[0] for row in rows}
+    assert shown == winners
+    findings = pd.read_csv(out_dir / "findings.csv")
+    marks = {(row[0], int(row[1])): row[5].split()[1] for row in rows if len(row[5].split()) > 1}
+    assert marks == {(f.name.split(" on ")[0], int(f.name.split(" on ")[1].split()[0])): "\u2713" if f.passed
+                     else "\u2717" for f in findings.itertuples()}
+    count = re.search(r"(\d+) of HybridFlow's (\d+) placement\s+findings hold", section)
+    assert count, "finding count sentence"
+    assert (int(count.group(1)), int(count.group(2))) == (int(findings["passed"].sum()), len(findings))
 
 
 @pytest.mark.slow
