@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.engine_kinds import EngineOverheads, generic_overheads
-from rlsim.sim.costs.moe import dense_read_and_flops, ep_read_and_flops, expert_gemm_time, generation_alltoall_time
+from rlsim.sim.costs.moe import (
+    dense_read_and_flops,
+    ep_read_and_flops,
+    expert_gemm_time,
+    expert_params,
+    generation_alltoall_time,
+    touched_share,
+)
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -112,10 +119,20 @@ def _weight_bytes_read(model: ModelShape, batch: int) -> float:
     """Weights streamed per step: an MoE step reads only the experts its tokens touch."""
     if not model.num_experts:
         return model.weight_bytes_total
-    e, k = model.num_experts, model.experts_per_token
-    touched = 1.0 - (1.0 - k / e) ** max(batch, 1)
-    expert_params = model.layers * 3 * model.hidden * model.ffn * e
-    return (model.params - expert_params * (1.0 - touched)) * model.weight_bytes
+    return (model.params - expert_params(model) * (1.0 - touched_share(model, batch))) * model.weight_bytes
+
+
+def _step_work(model: ModelShape, hw: HardwareProfile, tokens: float, tp: int, ep: int) -> tuple[float, float, float]:
+    """(weight bytes read, parameters multiplied per token, grouped expert GEMM seconds) of one engine step over
+    `tokens` tokens, before the roofline: an MoE on a profile with the fitted grouped GEMM prices its experts
+    apart (`moe.expert_gemm_time`); with expert parallelism otherwise, the experts are the busiest EP rank's."""
+    if model.num_experts and hw.moe_gemm_fitted:
+        read, flop_params = dense_read_and_flops(model)
+        return read, flop_params, expert_gemm_time(model, hw, tokens, tp, ep)
+    if ep > 1 and model.num_experts:
+        read, flop_params = ep_read_and_flops(model, tokens, ep)
+        return read, flop_params, 0.0
+    return _weight_bytes_read(model, tokens), model.active_params, 0.0
 
 
 def tp_allreduce_time(
@@ -158,14 +175,7 @@ def linear_layers_time(
     the experts' read and GEMMs are the busiest EP rank's (costs/moe.py). A profile with the fitted grouped
     GEMM (`moe_gemm_*`) prices the experts with it (`moe.expert_gemm_time`) beside the dense roofline.
     """
-    gemm = 0.0
-    if model.num_experts and hw.moe_gemm_fitted:
-        weight_read, flop_params = dense_read_and_flops(model)
-        gemm = expert_gemm_time(model, hw, tokens, tp, ep)
-    elif ep > 1 and model.num_experts:
-        weight_read, flop_params = ep_read_and_flops(model, tokens, ep)
-    else:
-        weight_read, flop_params = _weight_bytes_read(model, tokens), model.active_params
+    weight_read, flop_params, gemm = _step_work(model, hw, tokens, tp, ep)
     read = weight_read / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     compute = 2.0 * flop_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
     fixed = hw.layer_fixed_s
@@ -312,12 +322,7 @@ class PrefillCost:
         """`time` of an expert-parallel engine (the busiest EP rank's experts and the all-to-alls added), or of
         an MoE on a profile with the fitted grouped GEMM (its experts priced by `moe.expert_gemm_time`)."""
         model, hw, tp, ep = self._model, self._hw, self._tp, self._ep
-        gemm = 0.0
-        if self._gemm:
-            read, flop_params = dense_read_and_flops(model)
-            gemm = expert_gemm_time(model, hw, new_tokens, tp, ep)
-        else:
-            read, flop_params = ep_read_and_flops(model, new_tokens, ep)
+        read, flop_params, gemm = _step_work(model, hw, new_tokens, tp, ep)
         flops = 2.0 * flop_params * new_tokens + self._flops_per_sq * (new_tokens_sq + 2.0 * cached_cross)
         compute, memory = flops / self._compute_rate, read / self._memory_rate
         comm = tp_allreduce_time(model, hw, tp, int(new_tokens), latency_s=self._latency_s)

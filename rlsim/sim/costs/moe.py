@@ -28,6 +28,12 @@ def expert_params(model: ModelShape) -> float:
     return float(model.layers * 3 * model.hidden * model.ffn * model.num_experts)
 
 
+def touched_share(model: ModelShape, tokens: float) -> float:
+    """Share of an MoE layer's experts a batch of `tokens` touches under uniform top-k routing:
+    1 - (1 - k/E)^tokens (at least one token)."""
+    return 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** max(tokens, 1)
+
+
 @cache
 def max_normal_quantile(n: int) -> float:
     """Expected largest of n independent standard normals, Blom's (1958) closed form
@@ -58,11 +64,10 @@ def token_imbalance(model: ModelShape, tokens: float, ep: int) -> float:
 def read_imbalance(model: ModelShape, tokens: float, ep: int) -> float:
     """Experts the busiest EP rank reads over the mean (>= 1): of its E / ep experts each is touched by a
     batch of `tokens` with probability p = 1 - (1 - k/E)^tokens (the engine's touched-expert estimate)."""
-    e, k = model.num_experts, model.experts_per_token
     if ep <= 1:
         return 1.0
-    p = 1.0 - (1.0 - k / e) ** max(tokens, 1)
-    local = e / ep
+    p = touched_share(model, tokens)
+    local = model.num_experts / ep
     return expected_max_count(local, p, ep, local) / (local * p)
 
 
@@ -103,7 +108,7 @@ def ep_read_and_flops(model: ModelShape, tokens: float, ep: int) -> tuple[float,
     the busiest rank's expert share times ep: the dense part as is, the experts scaled by the imbalances."""
     e, k = model.num_experts, model.experts_per_token
     experts = expert_params(model)
-    touched = 1.0 - (1.0 - k / e) ** max(tokens, 1)
+    touched = touched_share(model, tokens)
     dense = model.params - experts
     read = (dense + experts * touched * read_imbalance(model, tokens, ep)) * model.weight_bytes
     active_experts = experts * k / e
@@ -123,7 +128,7 @@ def expert_gemm_time(model: ModelShape, hw: HardwareProfile, tokens: float, tp: 
     e, k = model.num_experts, model.experts_per_token
     ep = max(ep, 1)
     ffn = model.ffn / (tp / ep if tp > ep else 1.0)
-    touched = e / ep * (1.0 - (1.0 - k / e) ** max(tokens, 1)) * read_imbalance(model, tokens, ep)
+    touched = e / ep * touched_share(model, tokens) * read_imbalance(model, tokens, ep)
     copies = tokens * k / ep * token_imbalance(model, tokens, ep)
     read = touched * 3.0 * model.hidden * ffn * model.weight_bytes / (hw.hbm_bytes_per_s * hw.moe_gemm_eta_mem)
     flops = copies * 6.0 * model.hidden * ffn / (hw.peak_flops_for(model.weight_bytes) * hw.moe_gemm_eta_compute)
