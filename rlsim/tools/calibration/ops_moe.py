@@ -85,9 +85,6 @@ def kernel_only_layer_us(path: Path) -> float:
     return total
 
 
-# A800 datasheet (docs/sources.md §1): the shares below are of these.
-A800_PEAK_FLOPS = 312e12
-A800_HBM_BYTES_PER_S = 2.039e12
 _GEMM_COLS = ("num_tokens", "num_experts_per_device", "expert_parallel_size", "num_tensor_parallel_workers",
               "hidden_dim", "expert_hidden_dim", "total_routed_tokens", "expert_utilization",
               "time_stats.moe_grouped_gemm.median")
@@ -134,11 +131,12 @@ def _gemm_solve(a: np.ndarray, y: np.ndarray):
     return coef, float(np.sum((a @ coef - 1.0) ** 2))
 
 
-def fit_grouped_gemm(path: Path, hold_out: str = "ep8", per_expert: bool = False, peak_flops: float = A800_PEAK_FLOPS,
-                     hbm_bytes_per_s: float = A800_HBM_BYTES_PER_S) -> GroupedGemmFit:
+def fit_grouped_gemm(path: Path, hold_out: str = "ep8", per_expert: bool = False, *, peak_flops: float,
+                     hbm_bytes_per_s: float) -> GroupedGemmFit:
     """Fit the per-device grouped GEMM on every row >= 10 us except the held-out ones (`hold_out`: "ep8"
     holds out expert parallelism 8, "tp8" holds out TP 8 and trains without EP 8 too); a grid over the
-    eta_mem / eta_compute ratio, linear least squares on relative error at each, the best kept."""
+    eta_mem / eta_compute ratio, linear least squares on relative error at each, the best kept. The shares
+    are of `peak_flops` and `hbm_bytes_per_s`, the measured GPU's hardware profile's."""
     t = read_table(path, _GEMM_COLS)
     y = t["time_stats.moe_grouped_gemm.median"] * 1e-3
     touched, read, compute = gemm_terms(t, peak_flops, hbm_bytes_per_s)
@@ -194,15 +192,16 @@ def moe_summary(root: Path, gpu: str, peak_flops: float, hbm_bytes_per_s: float)
             if "expert_parallel_size" not in fh.readline():
                 continue
         lines.append(f"  MoE grouped GEMM ({path.parent.name}): t = t0 + hypot(read / eta_mem, flops / eta_compute)")
-        for hold in ("ep8", "tp8"):
-            f = fit_grouped_gemm(path, hold, peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s)
+        fits = {hold: fit_grouped_gemm(path, hold, peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s)
+                for hold in ("ep8", "tp8")}
+        for hold, f in fits.items():
             lines.append(f"    {hold} held out: t0 {f.fixed_us:.1f} us, eta_mem {f.eta_mem:.3f}, eta_compute "
                          f"{f.eta_compute:.3f}; training median |error| {f.train_median:.1%} ({f.train_rows} rows), "
                          f"held out {f.held_median:.1%}, p90 {f.held_p90:.1%} ({f.held_rows} rows)")
         r = fit_routing(path)
         lines.append(f"    gating + top-k + shuffle: {r.fixed_us:.1f} us + {r.per_token_us:.4f} us per token, "
                      f"median |error| {r.median_error:.1%}, p90 {r.p90_error:.1%} ({r.rows} rows)")
-        f = fit_grouped_gemm(path, "ep8", peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s)
+        f = fits["ep8"]
         lines.append(f"    profile values: moe_gemm_eta_mem {f.eta_mem:.3f}, moe_gemm_eta_compute {f.eta_compute:.3f}, "
                      f"moe_routing_per_token_us {r.per_token_us:.4f} (t0 and the routing's fixed part are host-timed "
                      "and not used)")
