@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from rlsim.sim.costs.collectives import allgather_time, broadcast_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.costs.moe import expert_tensor_split
 from rlsim.sim.hardware import HardwareProfile
 
 RESHARD_METHODS = ("3d-hybrid-engine", "hybridflow-v", "naive")
@@ -85,13 +86,6 @@ def reshard_time(
     bw = ring_bandwidth_bytes_per_s(hw, group, gpus_per_node)
     # allgather_time takes the gathered size S and charges (n-1)/n of it; `volume` already is that part.
     return allgather_time(volume * group / (group - 1), group, bw, hw.collective_latency_s)
-
-
-def expert_tensor_split(tp: int, ep: int) -> int:
-    """GPUs each expert is tensor-split over: tp / ep when ep divides tp, else 1 (Megatron-Core's
-    expert_tensor_parallel_size; an engine's ep always divides its tp). ep x this = max(tp, ep) GPUs share
-    a layer's experts (costs/memory.py `expert_split`)."""
-    return tp // ep if tp % ep == 0 else 1
 
 
 def _expert_group(train_tp: int, train_pp: int, train_ep: int) -> int:
