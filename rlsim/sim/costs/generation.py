@@ -185,16 +185,19 @@ def linear_layers_time(
 
 
 def attention_seconds_per_context_token(
-    model: ModelShape, hw: HardwareProfile, tp: int, eta_mem: float | None = None
+    model: ModelShape, hw: HardwareProfile, tp: int, eta_mem: float | None = None, queries: int = 1
 ) -> float:
     """Decode attention per token of running context: its KV read, or its FLOPs where those dominate.
 
-    `eta_mem` is the attention kernel's HBM efficiency (an engine property); default the profile's.
+    `eta_mem` is the attention kernel's HBM efficiency (an engine property); default the profile's. `queries`:
+    positions per sequence attending at once (a speculative verification step's k + 1), one KV read for all.
     """
     kv = model.kv_bytes_per_token / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     flops = 4.0 * model.layers * model.heads * model.d_head / (
         hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
     )
+    if queries != 1:
+        flops *= queries
     return max(kv, flops)
 
 

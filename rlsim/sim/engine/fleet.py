@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.hardware import HardwareProfile
@@ -24,11 +23,9 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     if role.engine is None:
         raise ValueError(f"roles.{role_name}.engine is required to build inference engines")
     hw = role_hardware(scn, role)
-    model = scn.models[role.model]
+    model = role.engine.shape(scn.models[role.model])  # quantised weights / KV, as the engines hold them
     tp = role.parallel.tp
-    capacity = kv_capacity_tokens(
-        model, hw, tp, role.engine.gpu_memory_utilization, role.engine.activation_reserve_gb * 1e9
-    )
+    capacity = role.engine.kv_capacity(model, hw, tp)
     count = scn.role_gpus(role_name) // tp
     shared: dict = {}  # identical replicas share one decode-coefficient table
     return [

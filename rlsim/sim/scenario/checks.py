@@ -212,8 +212,6 @@ def _check_memory(
     problems: list[Problem],
 ) -> None:
     """Does each role fit on its GPUs at its parallelism? Roles with other problems are skipped."""
-    from rlsim.sim.costs.memory import kv_capacity_tokens
-
     for name in [r for r in scn.roles if r in sound_roles]:  # file order, deterministic output
         role = scn.roles[name]  # type: ignore[index]
         hw = profiles.get(role.pool)
@@ -223,9 +221,10 @@ def _check_memory(
         tp, pp = role.parallel.tp, role.parallel.pp
         if role.engine is not None and name in ("rollout", "reward"):
             engine = role.engine
+            model = engine.shape(model)  # the engines' weight and KV formats (quantised rollout)
             n = tp * pp  # GPUs of one engine: the memory its weights and KV cache share
             reserve = engine.activation_reserve_gb * _GB
-            kv = kv_capacity_tokens(model, hw, n, engine.gpu_memory_utilization, reserve)
+            kv = engine.kv_capacity(model, hw, n)
             usable = hw.hbm_bytes * engine.gpu_memory_utilization * n
             share = f"{engine.gpu_memory_utilization:g} × {hw.hbm_gb:g} GB × {n} GPU{'s' if n > 1 else ''}"
             if kv <= 0:

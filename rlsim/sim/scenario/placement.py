@@ -215,8 +215,10 @@ def colocated_memory(
         shared = 0.0
         # Schedules whose GPUs never switch roles (rollout apart) have no reshard knob: the default method.
         reshard = getattr(scn.schedule, "reshard", "3d-hybrid-engine")
-        if "actor" in roles and reshard == "3d-hybrid-engine":
-            # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy.
+        quantised = ro.engine.shape(scn.models[ro.model]) is not scn.models[ro.model]
+        if "actor" in roles and reshard == "3d-hybrid-engine" and not quantised:
+            # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy (a quantised
+            # engine holds its own copy in its format).
             shared = min(resident.get("actor", 0.0), scn.models[ro.model].weight_bytes_total / ro.parallel.tp)
         elif "actor" in roles:
             actor = scn.roles["actor"]
