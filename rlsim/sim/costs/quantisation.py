@@ -1,5 +1,5 @@
 """Quantised rollout: the inference engines hold FP8 / MXFP8 / NVFP4 weights (and optionally an FP8 KV cache)
-while the trainer keeps BF16 (docs/sources.md §16; docs/rollout-quantisation.md).
+while the trainer keeps BF16 (docs/sources.md §15; docs/rollout-quantisation.md).
 
 The engine then prices everything through a view of the model with the format's bytes per element
 (`engine_shape`): the weights read per decode step, the engine's weight memory and so its KV capacity, the KV
@@ -15,7 +15,7 @@ from rlsim.sim.costs.long_context import ELEMENTWISE_HBM_ETA
 from rlsim.sim.hardware import FP4_MAX_BYTES, FP8_MAX_BYTES, HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
-# Bytes per weight, block scales included (format definitions, docs/sources.md "Quantised rollout"):
+# Bytes per weight, block scales included (format definitions, docs/sources.md §15):
 # - fp8: E4M3 values with one FP32 scale per 128 x 128 block (DeepSeek-V3's blockwise FP8, vLLM/SGLang's
 #   block-quantised fp8): 1 + 4 / 16384;
 # - mxfp8: OCP Microscaling v1.0, E4M3 values with one E8M0 (1-byte) scale per 32 elements: 1 + 1 / 32;

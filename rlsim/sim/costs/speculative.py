@@ -1,5 +1,5 @@
 """Speculative decoding in rollout (MTP heads, EAGLE drafts): each engine step a draft proposes k tokens per
-sequence and the target verifies them in one pass over k + 1 positions (docs/sources.md §16;
+sequence and the target verifies them in one pass over k + 1 positions (docs/sources.md §15;
 docs/rollout-quantisation.md).
 
 With each proposed token accepted with probability a (independently, the first rejection ending the run), a
@@ -30,8 +30,8 @@ def tokens_per_step(acceptance: float, k: int) -> float:
 
 def acceptance_at(acceptance: float, drop_per_1k_tokens: float, drop_per_version: float, position: float,
                   drift_versions: int) -> float:
-    """Per-token acceptance at response `position` with the draft `drift_versions` policy versions behind the
-    target: the base rate less a linear drop with each (assumed forms), at least 0."""
+    """Per-token acceptance at sequence `position` (prompt and tokens so far) with the draft `drift_versions` policy
+    versions behind the target: the base rate less a linear drop with each (assumed forms), at least 0."""
     a = acceptance - drop_per_1k_tokens * position / 1000.0 - drop_per_version * drift_versions
     return a if a > 0.0 else 0.0
 
@@ -59,3 +59,35 @@ def per_token_coefficients(plain: DecodeCoefficients, verify: DecodeCoefficients
         slope=(verify.slope + draft * plain.slope) / tokens,
         fixed=(verify.fixed + draft * plain.fixed) / tokens,
     )
+
+
+class SpeculativeSteps:
+    """One engine's speculative steps: its verification coefficients per batch size, and the per-token step of a
+    segment. `spec` holds k, draft_cost, the acceptance and its falls, and `drift(version)` (the scenario's
+    `engine.speculative`)."""
+
+    __slots__ = ("_spec", "_model", "_hw", "_tp", "_overheads", "_ep", "_gpus_per_node", "_verify")
+
+    def __init__(self, spec, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads,
+                 ep: int = 1, gpus_per_node: int = 8):
+        self._spec, self._model, self._hw, self._tp, self._overheads = spec, model, hw, tp, overheads
+        self._ep, self._gpus_per_node = ep, gpus_per_node
+        self._verify: dict[int, DecodeCoefficients] = {}
+
+    @classmethod
+    def of(cls, spec, model: ModelShape, hw: HardwareProfile, tp: int, overheads: EngineOverheads, ep: int = 1,
+           gpus_per_node: int = 8) -> SpeculativeSteps | None:
+        """An engine's speculative steps, or None when `spec` is (speculation off)."""
+        return None if spec is None else cls(spec, model, hw, tp, overheads, ep, gpus_per_node)
+
+    def per_token(self, plain: DecodeCoefficients, batch: int, position: float, version: int) -> DecodeCoefficients:
+        """The step per token of `batch` sequences at mean sequence `position` on weights of policy `version`,
+        from the plain step `plain` of that batch: one closed form per segment, as without speculation."""
+        spec = self._spec
+        verify = self._verify.get(batch)
+        if verify is None:
+            verify = self._verify[batch] = verify_coefficients(
+                self._model, self._hw, self._tp, batch, spec.k, self._overheads, plain, self._ep, self._gpus_per_node)
+        a = acceptance_at(spec.acceptance, spec.acceptance_drop_per_1k_tokens, spec.acceptance_drop_per_version,
+                          position, spec.drift(version))
+        return per_token_coefficients(plain, verify, spec.k, spec.draft_cost, tokens_per_step(a, spec.k))

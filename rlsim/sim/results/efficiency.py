@@ -94,7 +94,7 @@ def _generation(scn: Scenario, timeline: pd.DataFrame, stats: pd.DataFrame, t0: 
 def _decode_work(scn: Scenario, role: str, seconds: np.ndarray, running: np.ndarray, kv: np.ndarray):
     """FLOPs and HBM bytes of the decode iterations that fit in `seconds` at each batch and context."""
     spec = scn.roles[role]
-    model = scn.models[spec.model]
+    model = spec.engine.shape(scn.models[spec.model])  # the bytes the engines read (quantised rollout)
     hw = scn.cluster.pools[spec.pool].profile()
     tp = spec.parallel.tp
     overheads = spec.engine.overheads(hw)

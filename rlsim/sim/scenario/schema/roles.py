@@ -63,11 +63,13 @@ class SpeculativeSpec(Strict):
         "taken as the same fraction of the target's",
     )
     acceptance: float = Field(
-        ge=0, le=1, description="Probability each proposed token is accepted, at the start of a response with the "
+        ge=0, le=1, description="Probability each proposed token is accepted, at the start of a sequence with the "
         "draft in step with the policy",
     )
     acceptance_drop_per_1k_tokens: float = Field(
-        default=0.0, ge=0, le=1, description="Acceptance lost per 1,000 tokens of response position (linear)")
+        default=0.0, ge=0, le=1,
+        description="Acceptance lost per 1,000 tokens of position in the sequence, prompt included (linear; the "
+        "batch's mean position, half-way through each stretch between two batch changes)")
     acceptance_drop_per_version: float = Field(
         default=0.0, ge=0, le=1,
         description="Acceptance lost per policy version the draft is behind the engine's weights (linear)")
