@@ -201,3 +201,29 @@ def test_a_frozen_draft_slows_as_the_policy_drifts():
     co_trained, frozen = gen(1), gen("null")
     assert frozen[0] == co_trained[0]  # version 0: the draft is the policy's own
     assert frozen[2] > co_trained[2] * 1.2
+
+
+# ------------------------------------------------------------------ import mapping
+
+
+def test_verl_fp8_rollout_and_mtp_map_to_the_engine():
+    pytest.importorskip("typer")
+    from import_helpers import assert_complete, fetch_wheel
+
+    from rlsim.tools.importers.command import run_import
+
+    config = fetch_wheel("verl", "0.9.1") / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    on = ["actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.quantization=fp8",
+          "actor_rollout_ref.model.mtp.enable=true", "actor_rollout_ref.model.mtp.enable_rollout=true",
+          "actor_rollout_ref.model.mtp.enable_train=true"]
+    imported = run_import("verl", config, on)
+    engine = imported.scenario.roles["rollout"].engine
+    assert engine.quantization.weights == "fp8"
+    assert engine.speculative.k == 3 and engine.speculative.draft_refresh_versions == 1  # SGLang's num_steps
+    assert "actor_rollout_ref.model.mtp.speculative_num_steps" in imported.ledger.used
+    assert any("MTP acceptance" in a.what for a in imported.ledger.assumed)
+    assert_complete(imported.ledger)
+    off = run_import("verl", config, [])
+    assert off.scenario.roles["rollout"].engine.quantization is None
+    assert off.scenario.roles["rollout"].engine.speculative is None
+    assert "actor_rollout_ref.model.mtp.enable" in off.ledger.ignored

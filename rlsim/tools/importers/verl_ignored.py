@@ -72,8 +72,12 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
     (_segment("lora", "lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path"),
      "LoRA details that do not change the step time (alpha, initialisation, exclusions, adapter path); "
      "actor_rollout_ref.model.lora_rank and target_modules map to schedule.lora"),
-    (_segment("qat", "quantization", "quantization_config_file", "mtp", "disaggregation", "turbo_config"),
-     "quantisation, speculative decoding, PD disaggregation: not modelled"),
+    (_segment("qat", "quantization_config_file", "disaggregation", "turbo_config"),
+     "quantisation-aware training, torchao configs, PD disaggregation: not modelled"),
+    (_segment("quantization"), "rollout quantisation off (null) or not FP8 (torchao: not modelled); fp8 maps to "
+     "roles.rollout.engine.quantization"),
+    (_segment("mtp"), "MTP off in rollout, or its training and EAGLE tree settings (not modelled); with enable and "
+     "enable_rollout it maps to roles.rollout.engine.speculative"),
     (_leaf("ulysses_sequence_parallel_size", "context_parallel_size", "virtual_pipeline_model_parallel_size",
            "data_parallel_size", "dynamic_context_parallel", "fsdp_size"),
      "sequence / context / virtual-pipeline parallelism: not modelled"),
