@@ -227,3 +227,22 @@ def test_verl_fp8_rollout_and_mtp_map_to_the_engine():
     assert off.scenario.roles["rollout"].engine.quantization is None
     assert off.scenario.roles["rollout"].engine.speculative is None
     assert "actor_rollout_ref.model.mtp.enable" in off.ledger.ignored
+
+
+def test_the_memory_check_counts_the_engines_format():
+    """Llama-3-70B does not fit one engine of 2 H100s at half their memory in BF16; in NVFP4 it does."""
+    flat = "scenarios/hybridflow/verl-generation-flat.yaml"
+    big = ["models.policy.preset=llama-3-70b", "steps=1", "algorithm.prompts_per_step=2"]
+    with pytest.raises(ScenarioError, match="roles.rollout.parallel.tp: model does not fit"):
+        load_scenario(ROOT / flat, big)
+    scn = load_scenario(ROOT / flat, [*big, "roles.rollout.engine.quantization.weights=nvfp4"])
+    eng = scn.roles["rollout"].engine
+    assert eng.kv_capacity(eng.shape(scn.models["policy"]), H100, 2) > 16384 + 1024
+
+
+def test_a_draft_takes_its_share_of_the_kv_memory():
+    eng = EngineSpec(gpu_memory_utilization=0.5)
+    spec = EngineSpec(gpu_memory_utilization=0.5, speculative={"k": 3, "draft_cost": 0.1, "acceptance": 0.7})
+    free = 0.5 * H100.hbm_bytes - 1e9 - 1.1 * LLAMA8.weight_bytes_total
+    assert spec.kv_capacity(LLAMA8, H100, 1) == pytest.approx(free / (1.1 * LLAMA8.kv_bytes_per_token))
+    assert spec.kv_capacity(LLAMA8, H100, 1) < eng.kv_capacity(LLAMA8, H100, 1)
