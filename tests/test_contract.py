@@ -54,6 +54,7 @@ CASES = {
         ["roles.rollout.engine.quantization={weights: nvfp4, kv_cache: fp8}",
          "roles.rollout.engine.speculative={k: 2, draft_cost: 0.1, acceptance: 0.6, acceptance_drop_per_version: 0.1, "
          "draft_refresh_versions: null}", *SMALL]),
+    "fully-async-staleness-abort": ("scenarios/async/staleness-abort.yaml", ["steps=4", "warmup_steps=1"]),
 }
 
 

@@ -20,10 +20,12 @@ from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
 from rlsim.sim.schedules.rollout_policies import (
     CountingAdmission,
+    DispatchOrder,
     NoExpiry,
     OldestFirst,
     QueueOrder,
     RolloutPolicies,
+    StartedBefore,
     WholeGroup,
     admitted_limit,
 )
@@ -83,13 +85,28 @@ class VerlAdmission:
 
 
 class DropStale:
-    """rlsim's `drop_stale` option: a buffered group older than eta versions is dropped, not trained."""
+    """rlsim's `drop_stale` option: a buffered group older than eta versions is dropped, not trained. With
+    `abort` (NeMo-RL's early abort) a group still running whose oldest token is already more than eta versions
+    old is aborted when the trainer looks, instead of finishing only to be dropped; its admission slot goes to
+    a new prompt as a dropped group's does."""
 
-    def __init__(self, eta: float):
+    def __init__(self, eta: float, abort: bool = False):
         self.eta = eta
+        self._started = StartedBefore() if abort else None  # running samples of groups that may be too old
 
     def expire(self, r) -> None:
-        pass
+        if self._started is None:
+            return
+        version = r.env.policy_version
+        doomed = set()
+        for s in self._started.running(r.samples_all, version - self.eta):
+            req = s.request
+            known = [*s.version_tokens, *(req.version_tokens if req is not None else ())]
+            if known and version - min(known) > self.eta:  # tokens only get newer: it can never be trained
+                doomed.add(s.group.gid)
+        for s in list(self._started.running(r.samples_all, version - self.eta)):
+            if s.group.gid in doomed:
+                r.cancel(s, Reason.STALE)
 
     def screen(self, r, new: list[Group]) -> list[Group]:
         keep = []
@@ -114,9 +131,14 @@ def fully_async_policies(scenario) -> RolloutPolicies:
         admission = VerlAdmission(admit_unit, spec.staleness_threshold, spec.max_concurrent_rollouts)
     else:
         admission = EtaAdmission(spec.eta, spec.max_concurrent_rollouts)
-    expiry = DropStale(spec.eta) if spec.eta is not None and spec.drop_stale else NoExpiry()
-    return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry,
-                           QueueOrder() if spec.verl_rule else OldestFirst())
+    abort = getattr(spec, "abort_stale", False)  # NeMo-RL's knobs: on fully-async only (verl V1 shares this rule)
+    expiry = DropStale(spec.eta, abort) if spec.eta is not None and spec.drop_stale else NoExpiry()
+    sampler = getattr(spec, "sampler", None) or ("ready-first" if spec.verl_rule else "weight-fifo")
+    return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry, SAMPLERS[sampler]())
+
+
+# NeMo-RL's staleness samplers (docs/schedules-2026.md): the order a trainer step takes finished groups in.
+SAMPLERS = {"weight-fifo": OldestFirst, "ready-first": QueueOrder, "in-order": DispatchOrder}
 
 
 class FullyAsyncSchedule(AsyncRolloutSchedule):
