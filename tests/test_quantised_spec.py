@@ -246,3 +246,14 @@ def test_a_draft_takes_its_share_of_the_kv_memory():
     free = 0.5 * H100.hbm_bytes - 1e9 - 1.1 * LLAMA8.weight_bytes_total
     assert spec.kv_capacity(LLAMA8, H100, 1) == pytest.approx(free / (1.1 * LLAMA8.kv_bytes_per_token))
     assert spec.kv_capacity(LLAMA8, H100, 1) < eng.kv_capacity(LLAMA8, H100, 1)
+
+
+@pytest.mark.parametrize("path", [FP8, SPEC])
+def test_the_plan_bound_stays_below_the_simulated_step(path):
+    from rlsim.tools.plan.bounds import step_lower_bound, step_work
+
+    scn = load_scenario(ROOT / path, ["steps=2", "warmup_steps=1"])
+    bound = step_lower_bound(scn, step_work(scn, 0))
+    res = simulate(scn)
+    assert 0 < bound["step_s"] <= res.summary["step_time_s"]
+    assert bound["generation_s"] <= float(res.steps.loc[~res.steps["warmup"], "timing_s/gen"].min())

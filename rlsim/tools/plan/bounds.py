@@ -53,7 +53,7 @@ def step_work(scn: Scenario, seed: int = 0) -> StepWork | None:
 def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> float:
     ro = scn.roles["rollout"]
     hw = scn.cluster.pools[ro.pool].profile()
-    model = scn.models[ro.model]
+    model = ro.engine.shape(scn.models[ro.model])  # the engines' weight and KV formats (quantised rollout)
     tp = ro.parallel.tp
     engines = max(1, scn.role_gpus("rollout") // (tp * ro.parallel.pp))
     layout = {"overheads": ro.engine.overheads(hw), "ep": ro.parallel.ep,
@@ -63,6 +63,8 @@ def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> floa
     seconds = work.samples * work.response_mean * full / (engines * batch)
     if synchronous:
         seconds = max(seconds, work.response_max * decode_step_time(model, hw, tp, 1, 0.0, **layout))
+    if ro.engine.speculative is not None:  # at best every proposed token is accepted at a plain step's price
+        seconds /= ro.engine.speculative.k + 1
     return seconds
 
 
