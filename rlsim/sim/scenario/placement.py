@@ -187,8 +187,8 @@ def colocated_memory(
             continue
         r = scn.roles[role]
         model = scn.models[r.model]
-        tp, pp = r.parallel.tp, r.parallel.pp
-        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // (tp * pp))
+        replica = scn.layout(role).replica_gpus
+        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // replica)
         t = r.train
         if role in TRAINED:
             m = role_training_memory(r, model, hw, dp, max_seq_tokens)
@@ -217,7 +217,8 @@ def colocated_memory(
         reshard = getattr(scn.schedule, "reshard", "3d-hybrid-engine")
         if "actor" in roles and reshard == "3d-hybrid-engine":
             # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy.
-            shared = min(resident.get("actor", 0.0), scn.models[ro.model].weight_bytes_total / ro.parallel.tp)
+            shared = min(resident.get("actor", 0.0),
+                         scn.models[ro.model].weight_bytes_total / scn.layout("rollout").engine_gpus)
         elif "actor" in roles:
             actor = scn.roles["actor"]
             training += reshard_redundant_bytes_per_gpu(

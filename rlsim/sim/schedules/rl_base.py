@@ -98,8 +98,7 @@ class RLSchedule(Schedule):
         return self.scenario.roles[name]
 
     def dp_size(self, name) -> int:
-        r = self._role(name)
-        return self.scenario.role_gpus(name) // (r.parallel.tp * r.parallel.pp)
+        return self.scenario.layout(name).dp
 
     def _gpn(self, name) -> int:
         return self.scenario.cluster.pools[self._role(name).pool].gpus_per_node

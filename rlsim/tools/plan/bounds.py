@@ -54,8 +54,8 @@ def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> floa
     ro = scn.roles["rollout"]
     hw = scn.cluster.pools[ro.pool].profile()
     model = scn.models[ro.model]
-    tp = ro.parallel.tp
-    engines = max(1, scn.role_gpus("rollout") // (tp * ro.parallel.pp))
+    tp = scn.layout("rollout").engine_gpus
+    engines = max(1, scn.role_gpus("rollout") // tp)
     layout = {"overheads": ro.engine.overheads(hw), "ep": ro.parallel.ep,
               "gpus_per_node": scn.cluster.pools[ro.pool].gpus_per_node}
     batch = ro.engine.max_num_seqs
