@@ -44,9 +44,6 @@ def _base_pool(scn: Scenario) -> str:
     return next(iter(scn.cluster.pools))
 
 
-RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll", "verl-v1")
-
-
 def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
     """Check a validated scenario and apply its placement: (the resolved scenario, problems).
 
@@ -54,7 +51,7 @@ def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
     scenario is returned unchanged.
     """
     problems = check_scenario(scn)
-    if problems or scn.schedule.kind not in RL_SCHEDULES:
+    if problems or not scn.schedule.trains:
         return scn, problems
     resolved = resolve_placement(scn)  # once: the checks below and the result share it
     problems = hybridflow_problems(scn, max_sequence_tokens(scn), resolved)
@@ -348,7 +345,7 @@ def _min_gpus(scn: Scenario, pool_name: str, roles: list[str], max_seq_tokens: i
 
 def placement_rows(scn: Scenario) -> list[dict]:
     """Where each role runs once a placement shortcut is applied: pool, GPU range, parallelism, sharing."""
-    placement, _ = resolve_placement(scn) if scn.schedule.kind != "generation-only" else (None, [])
+    placement, _ = resolve_placement(scn) if scn.schedule.trains else (None, [])
     rs = placement.scenario if placement is not None else scn
     rows = []
     for role, spec in rs.roles.items():
