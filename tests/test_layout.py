@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -55,7 +55,10 @@ def test_tp6_ep4_dp2_experts_are_over_4_gpus_in_memory_and_in_the_reshard():
     assert actor_problems(scn) == []  # validation admits this layout: memory and the reshard must agree on it
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(gpn=6, nodes=2, tp=6, pp=1, ep=4)  # whole experts over 4 GPUs, not max(tp, ep) = 6
+@example(gpn=12, nodes=2, tp=6, pp=2, ep=4)
+@example(gpn=8, nodes=2, tp=2, pp=1, ep=8)  # the plan space's tp 2 / ep 8
 @given(gpn=st.sampled_from([1, 2, 4, 6, 8, 12, 16]), nodes=st.integers(1, 4), tp=st.sampled_from([1, 2, 3, 4, 6, 8]),
        pp=st.integers(1, 4), ep=st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128]))
 def test_every_admitted_layout_has_one_expert_shard_for_memory_and_the_reshard(gpn, nodes, tp, pp, ep):
