@@ -79,6 +79,11 @@ def test_01_reference_on_the_rollout_pool_of_an_async_schedule_is_refused():
     assert "'train'" in line
     refused_in_one_line("run", "roll/rlvr-qwen2.5-7b-async", "--set", "roles.reference.pool=gen", "--set", "steps=1",
                         must="roles.reference.pool: roll generates while it trains")
+    # verl V1 separate_async generates on its own GPUs while the trainer trains (its spec says so): the same refusal
+    # (was an OverbookedPool internal error)
+    refused_in_one_line("run", "async/verl-v1-separate-async-lending", "--set",
+                        "roles.reference={pool: gen, model: qwen}", "--set", "steps=1",
+                        must="roles.reference.pool: verl-v1 generates while it trains")
 
 
 def test_01_moved_to_the_training_pool_it_runs_and_no_pool_is_busier_than_its_size(tmp_path):

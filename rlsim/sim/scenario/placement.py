@@ -249,11 +249,10 @@ def hybridflow_problems(
     if kind != "ppo" and "critic" in scn.roles:
         return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
     schedule = scn.schedule.kind
-    colocated = schedule == "hybridflow" or getattr(scn.schedule, "trainer_mode", None) == "colocate_async"
-    if not colocated and scn.roles_share_gpus("rollout", "actor"):
+    if scn.schedule.overlaps_training and scn.roles_share_gpus("rollout", "actor"):
         return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
                         f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
-    if schedule in ("one-step-off", "fully-async", "roll"):  # engines generate while the trainer works
+    if scn.schedule.overlaps_training:  # engines generate while the trainer works
         shared = [r for r in scn.roles if r not in ("rollout", "actor") and scn.roles_share_gpus("rollout", r)]
         reward = scn.roles.get("reward")
         shared = [r for r in shared if not (r == "reward" and reward.engine is not None)]  # worded below

@@ -81,6 +81,8 @@ class _Tagged(Strict):
     - `replaces_failed`: a failed sample is dropped and relaunched, never trained (the asynchronous
       rollout loops);
     - `synchronous`: generation and training never overlap (no head start, nothing off-policy);
+    - `overlaps_training`: the rollout engines generate while the trainer trains, so they need GPUs of their
+      own and no other role may share them (placement checks);
     - `head_start_steps`: trainer steps' worth of batches generation may finish before the trainer takes
       its first one; measuring steps before they are drained rates the pipeline's fill, so run, sweep and
       plan warm up 1 + this many steps;
@@ -92,6 +94,7 @@ class _Tagged(Strict):
     trains: ClassVar[bool] = True
     replaces_failed: ClassVar[bool] = False
     synchronous: ClassVar[bool] = False
+    overlaps_training: ClassVar[bool] = False
 
     @property
     def head_start_steps(self) -> int:
@@ -159,6 +162,8 @@ class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _T
     kind: Literal["one-step-off"]
     placement: Literal["custom"] = "custom"
 
+    overlaps_training: ClassVar[bool] = True
+
     @property
     def head_start_steps(self) -> int:
         return 1  # generation of step k + 1 overlaps training of step k
@@ -225,6 +230,7 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
     )
 
     replaces_failed: ClassVar[bool] = True
+    overlaps_training: ClassVar[bool] = True
 
     @property
     def staleness_bound(self) -> Staleness | None:
@@ -363,6 +369,11 @@ class VerlV1Spec(
     replaces_failed: ClassVar[bool] = True
 
     @property
+    def overlaps_training(self) -> bool:
+        """separate_async generates on GPUs of its own while the trainer trains; colocate_async takes turns."""
+        return self.trainer_mode == "separate_async"
+
+    @property
     def staleness_bound(self) -> Staleness | None:
         """max_off_policy_threshold (AReaL's eta) counts weight versions, parameter_sync_step trainer steps each."""
         return None if self.max_head_offpolicyness is None else Staleness(self.max_head_offpolicyness, VERSIONS)
@@ -429,6 +440,7 @@ class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, _Tagged)
     verl_rule: ClassVar[bool] = False
     drop_stale: ClassVar[bool] = False  # ROLL expires groups by start step instead (schedules/roll.py)
     replaces_failed: ClassVar[bool] = True
+    overlaps_training: ClassVar[bool] = True
 
     @property
     def staleness_bound(self) -> Staleness:
