@@ -16,6 +16,7 @@ from statistics import NormalDist
 import numpy as np
 
 from rlsim.sim.costs.collectives import alltoall_time
+from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -26,13 +27,6 @@ ACTIVATION_BYTES = 2.0
 def expert_params(model: ModelShape) -> float:
     """Parameters of all routed experts (gated MLPs); the router and everything else are not sharded by EP."""
     return float(model.layers * 3 * model.hidden * model.ffn * model.num_experts)
-
-
-def expert_tensor_split(tp: int, ep: int) -> int:
-    """GPUs each expert is tensor-split over: tp / ep when ep divides tp, else 1 (Megatron-Core's
-    expert_tensor_parallel_size; an engine's ep always divides its tp). ep x this = max(tp, ep) GPUs share
-    a layer's experts (costs/memory.py `expert_split`)."""
-    return tp // ep if tp % ep == 0 else 1
 
 
 def touched_share(model: ModelShape, tokens: float) -> float:
@@ -134,7 +128,7 @@ def expert_gemm_time(model: ModelShape, hw: HardwareProfile, tokens: float, tp: 
         return 0.0
     e, k = model.num_experts, model.experts_per_token
     ep = max(ep, 1)
-    ffn = model.ffn / expert_tensor_split(tp, ep)
+    ffn = model.ffn / ParallelLayout(tp=tp, ep=ep, engine=True).expert_tensor_split
     touched = e / ep * touched_share(model, tokens) * read_imbalance(model, tokens, ep)
     copies = tokens * k / ep * token_imbalance(model, tokens, ep)
     read = touched * 3.0 * model.hidden * ffn * model.weight_bytes / (hw.hbm_bytes_per_s * hw.moe_gemm_eta_mem)

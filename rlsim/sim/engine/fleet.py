@@ -19,13 +19,15 @@ def register_pools(scn: Scenario, env: SimEnvironment) -> None:
 
 
 def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout") -> list[InferenceEngine]:
-    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp)."""
+    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp: the layout's
+    engine_gpus, the same the memory check sizes an engine by)."""
     role = scn.roles[role_name]
     if role.engine is None:
         raise ValueError(f"roles.{role_name}.engine is required to build inference engines")
     hw = role_hardware(scn, role)
     model = scn.models[role.model]
-    tp = role.parallel.tp
+    layout = scn.layout(role_name)
+    tp = layout.engine_gpus
     capacity = kv_capacity_tokens(
         model, hw, tp, role.engine.gpu_memory_utilization, role.engine.activation_reserve_gb * 1e9
     )
@@ -34,7 +36,7 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     return [
         InferenceEngine(
             env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
-            pool=role.pool, role=role_name, decode_cache=shared, ep=role.parallel.ep,
+            pool=role.pool, role=role_name, decode_cache=shared, ep=layout.ep,
             gpus_per_node=scn.cluster.pools[role.pool].gpus_per_node,
         )
         for i in range(count)

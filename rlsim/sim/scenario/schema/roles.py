@@ -22,7 +22,10 @@ class ParallelSpec(Strict):
     """Per-replica model parallelism; data parallelism = gpus / (tp * pp) unless given."""
 
     tp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Tensor parallel degree")
-    pp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Pipeline parallel degree")
+    pp: int = Field(
+        default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Pipeline parallel degree (training and forward roles; an engine role has none: 1)",
+    )
     dp: int | None = Field(
         default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
         description="Data parallel degree (default: derived)"
