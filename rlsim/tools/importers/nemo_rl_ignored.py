@@ -4,7 +4,10 @@ effect rlsim does not simulate ("not modelled"). The first matching rule wins; k
 from __future__ import annotations
 
 from rlsim.tools.importers.common import Ledger
-from rlsim.tools.importers.verl_ignored import _any, _leaf, _prefix, _segment
+from rlsim.tools.importers.common import any_of as _any
+from rlsim.tools.importers.common import key_leaf as _leaf
+from rlsim.tools.importers.common import key_prefix as _prefix
+from rlsim.tools.importers.common import key_segment as _segment
 
 NOT_MODELLED = "not modelled by rlsim (may change the step time; rlsim does not simulate it)"
 
