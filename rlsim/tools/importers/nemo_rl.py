@@ -85,12 +85,12 @@ def import_nemo_rl(path: Path, overrides: list[str], *, model_config: Path | Non
     train_gpus = pools[train_pool]["nodes"] * pools[train_pool]["gpus_per_node"]
     actor = _train_role(ledger, train_pool, train_gpus, lengths)
     roles: dict[str, Any] = {"actor": actor, "rollout": _rollout_role(ledger, gen_pool, pools[gen_pool])}
-    kl = ledger.use("loss_fn.reference_policy_kl_penalty", "roles.reference (a reference forward pass when != 0)",
-                    default=0)
+    kl = ledger.use("loss_fn.reference_policy_kl_penalty", "roles.reference (a reference forward pass when != 0; "
+                    "its weights wait in host memory, as NeMo-RL's policy worker keeps them)", default=0)
     if kl:
         roles["reference"] = {**actor, "parallel": dict(actor["parallel"]),
-                              "train": {k: v for k, v in actor["train"].items()
-                                        if k in ("sharding", "ppo_max_token_len_per_gpu")}}
+                              "train": {**{k: v for k, v in actor["train"].items()
+                                           if k in ("sharding", "ppo_max_token_len_per_gpu")}, "param_offload": True}}
     algorithm = _algorithm(ledger)
     schedule = _schedule(ledger, asynchronous, gen_pool != train_pool)
     ignore_rest(ledger)
