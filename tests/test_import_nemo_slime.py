@@ -249,3 +249,17 @@ def test_slime_script_without_a_train_command_is_refused(tmp_path):
     path.write_text("echo hello\n")
     with pytest.raises(ScenarioError, match="not a slime launch script"):
         run_import("slime", path, [])
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    (b"\x00\xff\xfe", "not UTF-8"),
+    (b'A=(\n --x 1\n)\npython3 train.py ${A[@]} "unclosed\n', "cannot be split as shell words"),
+    (b"source ./run.sh\npython3 train.py --rollout-batch-size x --colocate\n", "expected an integer"),
+])
+def test_slime_hostile_scripts_are_one_line(tmp_path, text, needle):
+    path = tmp_path / "run.sh"
+    path.write_bytes(text)
+    res = runner.invoke(app, ["import", "slime", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    lines = error_lines(res)
+    assert len(lines) == 1 and needle in lines[0], lines

@@ -228,7 +228,8 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict) -> dict[str, Any]:
 def _algorithm(ledger: Ledger) -> dict[str, Any]:
     prompts = ledger.int_value("--rollout-batch-size", "algorithm.prompts_per_step")
     if prompts is None:
-        ledger.error("--rollout-batch-size", "required (prompts per rollout)")
+        if not ledger.has("--rollout-batch-size"):
+            ledger.error("--rollout-batch-size", "required (prompts per rollout)")
         prompts = 1
     n = ledger.int_value("--n-samples-per-prompt", "algorithm.samples_per_prompt", default=1) or 1
     estimator = ledger.use("--advantage-estimator", "algorithm.kind (gspo / reinforce++ priced as grpo)",

@@ -186,7 +186,12 @@ def _command(script: Script, line: str) -> None:
     """`... python3 train.py ARGS`: the entry point and its arguments, `${ARR[@]}` expanded."""
     if not any(entry in line for entry in ENTRY_POINTS):
         return
-    tokens = _split(script, line, line)
+    protected, subs = _protect_substitutions(line)
+    try:
+        tokens = [_restore(t, subs) for t in shlex.split(protected, comments=True, posix=True)]
+    except ValueError as exc:
+        raise ImportProblem(str(script.path), "", f"the {' / '.join(ENTRY_POINTS)} command cannot be split as "
+                            f"shell words ({exc}): {' '.join(line.split())[:80]}") from None
     for i, token in enumerate(tokens):
         if Path(token).name in ENTRY_POINTS:
             script.entry = Path(token).name
