@@ -45,6 +45,7 @@ CASES = {
     "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
     "hybridflow-tail-reshard": ("scenarios/sync/tail-reshard.yaml", SMALL),
     "hybridflow-moe-expert-parallel": ("scenarios/sync/moe-qwen3-30b-a3b-ep.yaml", SMALL),
+    "hybridflow-gb200-nvl72": ("scenarios/sync/grpo-gb200-nvl72.yaml", SMALL),  # 4-GPU hosts, one NVLink domain
     "fully-async-resplit": ("scenarios/async/resplit-online.yaml", ["steps=4", "warmup_steps=1"]),
     # Quantised and speculative rollout (docs/rollout-quantisation.md), colocated and disaggregated.
     "hybridflow-fp8-rollout": ("scenarios/sync/grpo-fp8-rollout.yaml", SMALL),

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.results.lifecycle import ABORTED, Reason
 from rlsim.sim.scenario.errors import ScenarioError
 from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.schedules import build_schedule
 from rlsim.sim.schedules.fully_async import SAMPLERS
 from rlsim.sim.schedules.groups import Group
 from rlsim.sim.simulate import simulate
@@ -52,11 +55,26 @@ def _run(*sets):
     return simulate(load_scenario(ABORT, ["steps=6", *sets]))
 
 
-def test_early_abort_wastes_fewer_tokens_and_trains_nothing_older_than_the_bound():
-    aborted, finished = _run(), _run("schedule.abort_stale=false")
-    assert aborted.summary["tokens_discarded"] < 0.95 * finished.summary["tokens_discarded"]
-    assert aborted.summary["tokens_generated"] < finished.summary["tokens_generated"]
-    for res in (aborted, finished):
+def _samples(*sets):
+    """Every sample of a run, with its state and the reason it was discarded."""
+    scn = load_scenario(ABORT, ["steps=8", *sets])
+    env = SimEnvironment(scn.seed)
+    sched = build_schedule(scn, env)
+    env.run(until=env.process(sched.run()))
+    return sched.samples_all
+
+
+def test_early_abort_stops_stragglers_that_can_no_longer_be_trained():
+    """A group past the age bound is dropped either way; with the abort its stragglers stop mid-answer."""
+    aborted = [s for s in _samples() if s.reason == Reason.STALE and s.state is ABORTED]
+    assert aborted and all(s.generated < s.response_tokens for s in aborted)
+    kept_running = _samples("schedule.abort_stale=false")
+    assert not [s for s in kept_running if s.reason == Reason.STALE and s.state is ABORTED]
+    assert [s for s in kept_running if s.reason == Reason.STALE]  # dropped once finished instead
+
+
+def test_nothing_older_than_the_bound_is_trained():
+    for res in (_run(), _run("schedule.abort_stale=false")):
         trained = res.samples[res.samples["fate"] == "trained"]
         assert trained["staleness"].max() <= 1
         assert (res.samples["fate"] == "discarded").any()

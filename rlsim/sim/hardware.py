@@ -37,6 +37,7 @@ _NUMERIC_FIELDS = (
     "hbm_gb",
     "hbm_tb_per_s",
     "nvlink_gb_per_s",
+    "nvlink_domain_gpus",
     "nic_gbit_per_s",
     "pcie_gb_per_s",
     "decode_eta_mem",
@@ -81,6 +82,10 @@ class HardwareProfile(BaseModel):
     nvlink_gb_per_s: float = Field(
         ge=0, le=100_000, description="Intra-node GPU-GPU bandwidth per direction, GB/s (0: PCIe only)"
     )
+    nvlink_domain_gpus: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="GPUs one NVLink domain joins (GB200/GB300 NVL72: 72 GPUs over 18 hosts of 4); None: one node. "
+        "Collectives inside a domain use NVLink, across domains the NIC")
     nic_gbit_per_s: float = Field(ge=0.1, le=MAX_BANDWIDTH_GBIT, description="Inter-node NIC bandwidth per GPU, Gbit/s")
     pcie_gb_per_s: float = Field(ge=0.1, le=10_000, description="Host<->device bandwidth achieved, GB/s")
     # Calibrated efficiencies / overheads.
@@ -214,6 +219,13 @@ class HardwareProfile(BaseModel):
     def attention_fixed_s(self) -> float:
         """Per layer and decode step: the paged-attention kernel's fixed time plus the KV-cache write (0 unfitted)."""
         return (self.attention_fixed_us or 0.0) * 1e-6
+
+    def nvlink_domain(self, gpus_per_node: int) -> int:
+        """GPUs that reach each other without the NIC: the NVLink domain (NVL72: 72 GPUs of 18 hosts), else a node
+        (PCIe cards too: their in-node traffic goes over PCIe, `intra_node_bytes_per_s`)."""
+        if self.nvlink_domain_gpus is None or self.nvlink_gb_per_s <= 0:
+            return gpus_per_node
+        return max(self.nvlink_domain_gpus, gpus_per_node)
 
     def intra_node_bytes_per_s(self) -> float:
         """GPU-GPU bandwidth inside a node: NVLink, or PCIe where there is none (L40S)."""

@@ -18,20 +18,22 @@ def register_pools(scn: Scenario, env: SimEnvironment) -> None:
 
 
 def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout") -> list[InferenceEngine]:
-    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp)."""
+    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp: the layout's
+    engine_gpus, the same the memory check sizes an engine by)."""
     role = scn.roles[role_name]
     if role.engine is None:
         raise ValueError(f"roles.{role_name}.engine is required to build inference engines")
     hw = role_hardware(scn, role)
     model = role.engine.shape(scn.models[role.model])  # quantised weights / KV, as the engines hold them
-    tp = role.parallel.tp
+    layout = scn.layout(role_name)
+    tp = layout.engine_gpus
     capacity = role.engine.kv_capacity(model, hw, tp)
     count = scn.role_gpus(role_name) // tp
     shared: dict = {}  # identical replicas share one decode-coefficient table
     return [
         InferenceEngine(
             env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
-            pool=role.pool, role=role_name, decode_cache=shared, ep=role.parallel.ep,
+            pool=role.pool, role=role_name, decode_cache=shared, ep=layout.ep,
             gpus_per_node=scn.cluster.pools[role.pool].gpus_per_node,
         )
         for i in range(count)

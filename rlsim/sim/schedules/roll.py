@@ -96,7 +96,7 @@ class AlphaExpiry:
             r.buffer = kept
             r.buffer_changed()
             r.wake_rollout()
-        for s in self._started.running(r.samples_all, oldest_ok):  # running groups that can no longer train
+        for s in self._started.running(r.samples_all, lambda v: v < oldest_ok):  # running groups too old to train
             r.cancel(s, Reason.EXPIRED)
 
     def screen(self, r, new: list[Group]) -> list[Group]:

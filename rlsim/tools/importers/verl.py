@@ -188,6 +188,9 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
         ledger.error(f"{R}.name", f"unknown rollout engine {name!r} (rlsim models {', '.join(ENGINE_KINDS)})")
     tp = ledger.int_value(f"{R}.tensor_model_parallel_size", "roles.rollout.parallel.tp", default=1) or 1
     pp = ledger.int_value(f"{R}.pipeline_model_parallel_size", "roles.rollout.parallel.pp", default=1) or 1
+    if pp > 1:
+        ledger.error(f"{R}.pipeline_model_parallel_size", f"{pp}: rlsim models an inference engine as tp GPUs "
+                     "without pipeline stages (roles.rollout.parallel.pp must be 1)")
     if pool_spec["gpus_per_node"] % tp or gpus % (tp * pp):
         ledger.error(f"{R}.tensor_model_parallel_size", f"rollout TP {tp} (x PP {pp}) does not divide the "
                      f"{gpus} rollout GPUs ({pool_spec['gpus_per_node']} per node)")

@@ -9,25 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rlsim.tools.importers.common import Ledger
-
-
-def _segment(*names: str) -> Callable[[str], bool]:
-    wanted = set(names)
-    return lambda key: bool(wanted.intersection(key.split(".")))
-
-
-def _prefix(*prefixes: str) -> Callable[[str], bool]:
-    return lambda key: any(key == p or key.startswith(p + ".") for p in prefixes)
-
-
-def _leaf(*names: str) -> Callable[[str], bool]:
-    wanted = set(names)
-    return lambda key: key.split(".")[-1] in wanted
-
-
-def _any(*tests: Callable[[str], bool]) -> Callable[[str], bool]:
-    return lambda key: any(test(key) for test in tests)
-
+from rlsim.tools.importers.common import any_of as _any
+from rlsim.tools.importers.common import key_leaf as _leaf
+from rlsim.tools.importers.common import key_prefix as _prefix
+from rlsim.tools.importers.common import key_segment as _segment
 
 RULES: list[tuple[Callable[[str], bool], str]] = [
     (_leaf("rollout_n"), "a copy of actor_rollout_ref.rollout.n (interpolated)"),

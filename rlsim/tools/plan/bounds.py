@@ -54,8 +54,8 @@ def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> floa
     ro = scn.roles["rollout"]
     hw = scn.cluster.pools[ro.pool].profile()
     model = ro.engine.shape(scn.models[ro.model])  # the engines' weight and KV formats (quantised rollout)
-    tp = ro.parallel.tp
-    engines = max(1, scn.role_gpus("rollout") // (tp * ro.parallel.pp))
+    tp = scn.layout("rollout").engine_gpus
+    engines = max(1, scn.role_gpus("rollout") // tp)
     layout = {"overheads": ro.engine.overheads(hw), "ep": ro.parallel.ep,
               "gpus_per_node": scn.cluster.pools[ro.pool].gpus_per_node}
     batch = ro.engine.max_num_seqs
@@ -78,10 +78,10 @@ def training_seconds(scn: Scenario, work: StepWork) -> float:
 
 def step_lower_bound(scn: Scenario, work: StepWork | None) -> dict[str, float]:
     """{step_s, generation_s, training_s, throughput_tokens_per_s (an upper bound)}; {} when not covered."""
-    if work is None or "actor" not in scn.roles or scn.schedule.kind == "generation-only":
+    if work is None or "actor" not in scn.roles or not scn.schedule.trains:
         return {}
     shared = scn.roles_share_gpus("rollout", "actor")
-    synchronous = scn.schedule.kind == "hybridflow"
+    synchronous = scn.schedule.synchronous
     gen = generation_seconds(scn, work, synchronous)
     train = training_seconds(scn, work)
     step = gen + train if shared or synchronous else max(gen, train)

@@ -22,7 +22,10 @@ class ParallelSpec(Strict):
     """Per-replica model parallelism; data parallelism = gpus / (tp * pp) unless given."""
 
     tp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Tensor parallel degree")
-    pp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Pipeline parallel degree")
+    pp: int = Field(
+        default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Pipeline parallel degree (training and forward roles; an engine role has none: 1)",
+    )
     dp: int | None = Field(
         default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
         description="Data parallel degree (default: derived)"
@@ -99,11 +102,15 @@ class EngineSpec(Strict):
     activation_reserve_gb: float = Field(
         default=1.0, ge=0, description="Memory per GPU kept free for activations/CUDA graphs, GB (assumed)"
     )
-    kind: Literal["generic", "vllm-0.3", "vllm-0.6", "vllm-v1", "sglang-0.4", "trtllm"] = Field(
+    kind: Literal[
+        "generic", "vllm-0.3", "vllm-0.5", "vllm-0.6", "vllm-v1", "vllm-v1-async", "sglang-0.4", "sglang-no-overlap",
+        "trtllm", "trtllm-pytorch",
+    ] = Field(
         default="generic",
-        description="Engine family and version: selects its per-step cost, host cost per running sequence "
-        "and TP all-reduce latency (rlsim/sim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` "
-        "uses the hardware profile's per-step cost (derived from its measured operators)",
+        description="Engine family and version: selects its per-step cost, host work per step and per running "
+        "sequence (exposed, or overlapped with the GPU), CUDA-graph batch sizes and TP all-reduce latency "
+        "(rlsim/sim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` uses the hardware profile's "
+        "per-step cost (derived from its measured operators) and no host work",
     )
     cuda_graphs: bool = Field(
         default=True, description="Decode with CUDA graphs (verl rollout enforce_eager=False); off adds launch cost"
@@ -113,9 +120,20 @@ class EngineSpec(Strict):
     )
     host_overhead_per_seq_us: float | None = Field(
         default=None,
-        ge=0,
-        description="Host (CPU) time per running sequence per decode step not overlapped with the GPU, us: "
-        "scheduling, input preparation, sampler bookkeeping (default: the engine kind's; DistServe's c*B term)",
+        ge=0, le=1e6,
+        description="Host (CPU) time per running sequence per decode step, us: scheduling, input preparation, "
+        "output processing (default: the engine kind's; DistServe's c*B term). Exposed unless the kind overlaps "
+        "its host work with the GPU",
+    )
+    host_step_us: float | None = Field(
+        default=None, ge=0, le=1e6,
+        description="Host (CPU) time per engine step, us, beside the per-sequence term (default: the engine kind's)",
+    )
+    cuda_graph_max_batch: int | None = Field(
+        default=None, gt=0, le=MAX_TOKENS,
+        description="Largest batch captured as a CUDA graph (vLLM max cudagraph capture size, SGLang "
+        "cuda_graph_max_bs); a batch is padded to the next captured size, a larger one runs eagerly "
+        "(default: the engine kind's)",
     )
     allreduce_latency_us: float | None = Field(
         default=None, ge=0, description="Latency of one TP all-reduce at decode sizes, us (default: the engine kind's)"
@@ -153,7 +171,7 @@ class EngineSpec(Strict):
 
         return engine_overheads(
             self.kind, hw, self.cuda_graphs, self.step_overhead_ms, self.host_overhead_per_seq_us,
-            self.allreduce_latency_us,
+            self.allreduce_latency_us, self.host_step_us, self.cuda_graph_max_batch,
         )
 
 
