@@ -56,7 +56,8 @@ def test_nemo_rl_fp8_recipe_imports_runs_and_lists_every_key(tmp_path):
     for heading in ("used (", "ignored (", "assumed ("):
         assert heading in res.stdout
     assert "policy.megatron_cfg.pipeline_model_parallel_size = 2  ->  roles.actor.parallel.pp" in res.stdout
-    assert "numeric precision / FP8" in res.stdout  # vllm_cfg.precision fp8 / fp8_cfg: listed, not modelled
+    assert "FP8 training" in res.stdout  # fp8_cfg: listed, not modelled
+    assert "policy.generation.vllm_cfg.precision = fp8  ->  roles.rollout.engine.quantization.weights" in res.stdout
     scn = yaml.safe_load(out.read_text())
     assert scn["schedule"] == {"kind": "hybridflow", "placement": "colocate"}
     assert scn["cluster"]["pools"] == {"main": {"hardware": "h100-sxm", "nodes": 1, "gpus_per_node": 8}}
@@ -67,6 +68,7 @@ def test_nemo_rl_fp8_recipe_imports_runs_and_lists_every_key(tmp_path):
     assert scn["roles"]["actor"]["train"]["sharding"] == "megatron"
     assert "reference" in scn["roles"]  # reference_policy_kl_penalty 0.01
     assert scn["roles"]["rollout"]["engine"]["gpu_memory_utilization"] == 0.5
+    assert scn["roles"]["rollout"]["engine"]["quantization"] == {"weights": "fp8"}  # quantised rollout
     run = runner.invoke(app, ["run", str(out), "--set", "steps=1", "--out", str(tmp_path / "run"), "--no-plots",
                               "-q"])
     assert run.exit_code == 0, run.output

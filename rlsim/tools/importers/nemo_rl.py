@@ -28,6 +28,8 @@ MEG = "policy.megatron_cfg"
 DT = "policy.dtensor_cfg"
 ASYNC = "grpo.async_grpo"
 ENGINES = {"vllm": "vllm-v1"}
+# vllm_cfg.precision values that quantise the rollout's weights (fp8: blockwise, NeMo-RL's deep_gemm path).
+ROLLOUT_WEIGHT_FORMATS = {"fp8": "fp8", "mxfp8": "mxfp8", "nvfp4": "nvfp4"}
 ADVANTAGES = {"grpo": "grpo", "reinforce_plus_plus": "grpo"}
 MAX_CHAIN = 32  # defaults deeper than this: a cycle NeMo-RL would recurse on forever
 # NeMo-RL registers these OmegaConf resolvers (nemo_rl/utils/config.py) before resolving a recipe.
@@ -230,8 +232,25 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict) -> dict[str, Any]:
     eager = ledger.flag(f"{vc}.enforce_eager", "roles.rollout.engine.cuda_graphs = not this")
     if eager is not None:
         engine["cuda_graphs"] = not eager
+    quantization = _rollout_quantization(ledger, vc)
+    if quantization:
+        engine["quantization"] = quantization
     return {"pool": pool, "model": "policy", "parallel": {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})},
             "engine": engine}
+
+
+def _rollout_quantization(ledger: Ledger, vc: str) -> dict[str, str]:
+    """vLLM's weight precision and KV-cache dtype when quantised (FP8 rollout with a BF16 trainer,
+    docs/rollout-quantisation.md); BF16 ones stay with the ignored precision keys."""
+    out = {}
+    weights = ledger.peek(f"{vc}.precision")
+    if weights in ROLLOUT_WEIGHT_FORMATS:
+        ledger.use(f"{vc}.precision", "roles.rollout.engine.quantization.weights")
+        out["weights"] = ROLLOUT_WEIGHT_FORMATS[weights]
+    if str(ledger.peek(f"{vc}.kv_cache_dtype")).startswith("fp8"):
+        ledger.use(f"{vc}.kv_cache_dtype", "roles.rollout.engine.quantization.kv_cache")
+        out["kv_cache"] = "fp8"
+    return out
 
 
 def _algorithm(ledger: Ledger) -> dict[str, Any]:

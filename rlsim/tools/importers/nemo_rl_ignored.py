@@ -42,9 +42,11 @@ RULES = [
     (_prefix("policy.generation_batch_size"), "only used when generating with the HF / Megatron backend"),
     (_any(_leaf("precision", "kv_cache_dtype", "use_deep_gemm", "num_last_layers_in_bf16",
                 "num_first_layers_in_bf16", "real_quant_export_cpu_offload"), _segment("fp8_cfg")),
-     "numeric precision / FP8 (quantised rollout or training): not modelled"),
+     "training precision / FP8 training, BF16 rollout and FP8 kernel details: not modelled (an FP8, MXFP8 or NVFP4 "
+     "vllm_cfg.precision and an fp8 kv_cache_dtype map to roles.rollout.engine.quantization)"),
     (_segment("lora_cfg", "peft"), "LoRA (disabled here, or its details): not modelled by this import"),
-    (_prefix("policy.draft"), "speculative-decoding draft model: not modelled"),
+    (_prefix("policy.draft"), "speculative-decoding draft model training: not imported (set "
+     "roles.rollout.engine.speculative, docs/rollout-quantisation.md)"),
     (_prefix("on_policy_distillation"), "on-policy distillation: not modelled"),
     (_prefix("policy.generation.refit_transport", "policy.generation.refit_cfg"),
      "weight-refit transport: rlsim prices the sync by placement (NCCL broadcast apart, reshard colocated); "
