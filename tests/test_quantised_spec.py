@@ -4,6 +4,7 @@ inference engines: what each format changes, the quantising refit, and the specu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,14 @@ def test_speculative_step_per_token():
     assert per_token.step_time(s) < 0.6 * plain.step_time(s)
     nothing = per_token_coefficients(plain, verify, 3, 0.1, tokens_per_step(0.0, 3))
     assert nothing.step_time(s) > plain.step_time(s)
+
+
+def test_an_overlapped_hosts_floor_is_paid_once_per_speculative_step():
+    floored = replace(decode_coefficients(LLAMA8, H100, 1, 32), host_floor=1.0)  # a host slower than any GPU step
+    verify = replace(floored, intercept=2 * floored.intercept)
+    per_token = per_token_coefficients(floored, verify, 3, 0.1, 2.5)
+    assert per_token.step_time(32 * 2000.0) == pytest.approx(1.0 / 2.5)
+    assert per_token.steps_time(0.0, 10) == pytest.approx(10 / 2.5)
 
 
 def test_speculation_shortens_the_long_tail_and_costs_more_when_nothing_is_accepted():

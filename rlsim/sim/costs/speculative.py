@@ -51,13 +51,15 @@ def verify_coefficients(
 def per_token_coefficients(plain: DecodeCoefficients, verify: DecodeCoefficients, k: int, draft_cost: float,
                            tokens: float) -> DecodeCoefficients:
     """A speculative step (verification + k draft steps of `draft_cost` x a plain step) per token it yields:
-    the engine's tick stays one token per running sequence, each tick 1 / `tokens` of a step."""
+    the engine's tick stays one token per running sequence, each tick 1 / `tokens` of a step. An engine whose
+    host work overlaps the GPU keeps its floor once per step (the draft runs inside the same engine step)."""
     draft = k * draft_cost
     return replace(
         plain,
         intercept=(verify.intercept + draft * plain.intercept) / tokens,
         slope=(verify.slope + draft * plain.slope) / tokens,
         fixed=(verify.fixed + draft * plain.fixed) / tokens,
+        host_floor=plain.host_floor / tokens,  # an overlapped host's floor, once per engine step
     )
 
 
