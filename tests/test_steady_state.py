@@ -57,6 +57,10 @@ def test_cli_run_says_it_warmed_up(tmp_path):
     quiet = CliRunner().invoke(app, ["run", str(AREAL), "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
                                      "--out", str(tmp_path / "r"), "-q"])
     assert quiet.exit_code == 0 and "warming up" not in quiet.output and "(+6 warm-up)" in quiet.output
+    # --quiet hides notes and progress, never a warning: a short explicit warm-up still says it measures the fill.
+    short = CliRunner().invoke(app, ["run", str(AREAL), "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
+                                     "--set", "warmup_steps=1", "--out", str(tmp_path / "s"), "-q"])
+    assert short.exit_code == 0 and "measures the fill of the pipeline" in short.output
 
 
 def test_verl_v1_is_warmed_up_to_its_head_start():
