@@ -296,6 +296,59 @@ def test_15_token_authentication_is_named_as_the_cause():
     assert "token authentication" in line and "RAY_AUTH_TOKEN" in line and "\n" not in line
 
 
+# ---------------------------------------------------------------- 22, 26: plan --target
+
+
+def test_22_a_sizing_label_names_the_training_config_that_was_simulated(tmp_path):
+    res = rlsim("plan", "quickstart", "--set", "steps=1", "--set", "algorithm.prompts_per_step=16", "--backend",
+                "serial", "-q", "--target", "tokens_per_s=2000", "--gpu", "h100-sxm:16", "--out", tmp_path / "p",
+                codes=(0,))
+    plan = pd.read_csv(tmp_path / "p" / "plan.csv")
+    answer = plan[plan["rank"] == 1].iloc[0]
+    assert answer["gpus"] == 2 and "tp2-pp1-optimizer" in answer["label"], answer["label"]
+    assert "tp8" not in answer["label"] and "tp8" not in res.stdout
+
+
+def test_22_a_training_config_capped_to_one_already_tried_is_not_tried_again():
+    from rlsim.sim.api import read_yaml
+    from rlsim.sim.paths import shipped_dir
+    from rlsim.tools.plan.candidates import enumerate_candidates
+    from rlsim.tools.plan.sizing import default_space, space_at
+
+    base = read_yaml(shipped_dir("scenarios") / "quickstart.yaml")
+    cands = enumerate_candidates(base, space_at(default_space(), "h100-sxm", 2))
+    seen = [(c.knobs["layout"], c.knobs["schedule"], c.knobs["schedule_set"], c.knobs["gen_tp"], c.knobs["train"])
+            for c in cands if c.knobs["layout"] == "colocate"]
+    assert seen and len(seen) == len(set(seen)), seen  # tp2, tp4 -> 2, tp8 -> 2 used to be three candidates
+    assert all(int(c.knobs["train"].split("-")[0][2:]) <= 2 for c in cands if c.knobs["train"] != "scenario")
+
+
+@pytest.mark.parametrize("target, must", [
+    ("tokens_per_s=1e12", "--target: tokens_per_s: must be <= 1e+09"),
+    ("steps=1e12,deadline_h=1", "--target: steps: must be <= 1e+09"),
+    ("step_time_s=1e308", "--target: step_time_s: must be <= 1e+09"),
+    ("tokens_per_s=5e-324", "--target: tokens_per_s: must be >= 1e-12"),
+    ("step_time_s=1e-323", "--target: step_time_s: must be >= 3.6e-09"),
+    ("steps=1,deadline_h=5e-324", "--target: deadline_h: must be >= 1e-12"),
+])
+def test_26_a_target_out_of_range_is_one_line(tmp_path, target, must):
+    refused_in_one_line("plan", "quickstart", "--set", "steps=1", "--backend", "serial", "-q", "--target", target,
+                        "--gpu", "h100-sxm:16", "--out", tmp_path / "p", must=must)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm:99999999999999999999", "h100-sxm:1e20"])
+def test_26_a_gpu_count_out_of_range_is_one_line(tmp_path, gpu):
+    refused_in_one_line("plan", "quickstart", "--backend", "serial", "-q", "--target", "tokens_per_s=2000",
+                        "--gpu", gpu, "--out", tmp_path / "p", must=f"--gpu {gpu}: MAX must be")
+
+
+def test_26_an_ordinary_throughput_target_reaches_the_search():
+    """100,000 tokens/s was over the 86,400 cap of a duration: a rate is not a number of seconds."""
+    from rlsim.tools.plan.sizing import parse_target
+
+    assert parse_target("tokens_per_s=100000").constraints().min_throughput_tokens_per_s == 100_000
+
+
 def test_every_reproducer_is_covered_here():
     """A reproducer added to tests/repros/ without its replay here fails this test."""
     here = Path(__file__).read_text()

@@ -51,6 +51,19 @@ def test_gpu_types_and_sizes():
     assert cluster_sizes(4) == [1, 2, 4]
 
 
+def test_a_job_written_on_a_cluster_too_small_for_it_is_sized_not_refused():
+    """A 32B job on one 8-GPU node does not fit there: the sizing's point is to find the size that does. Any other
+    problem of the scenario is still refused before sizing."""
+    from rlsim.sim.api import ScenarioError
+    from rlsim.tools.plan.sizing import checked_apart_from_fit
+
+    job = shipped_dir("scenarios") / "plan" / "qwen32b-grpo-512x16.yaml"
+    checked_apart_from_fit(job, ("cluster.pools.main.nodes=1",))  # does not fit 8 GPUs: no reason to refuse
+    with pytest.raises(ScenarioError) as caught:
+        checked_apart_from_fit(job, ("cluster.pools.main.nodes=1", "algorithm.mini_batches=0"))
+    assert [p.path for p in caught.value.problems] == ["algorithm.mini_batches"]
+
+
 @pytest.fixture(scope="module")
 def sizing():
     target = parse_target("tokens_per_s=8000")

@@ -136,10 +136,10 @@ def _print_recommendations(recs) -> None:
 def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None, out: Path | None,
           overrides: tuple[str, ...], backend: str, workers: int | None, seed: int | None, quiet: bool) -> None:
     """`--target`: per GPU type, the smallest cluster and its cheapest layout reaching the target."""
-    from rlsim.sim.api import available_profiles, load_scenario
+    from rlsim.sim.api import apply_overrides, available_profiles, read_yaml
     from rlsim.tools.cli.progress import item_bar
     from rlsim.tools.plan import load_space
-    from rlsim.tools.plan.sizing import parse_gpu, parse_target, size_cluster
+    from rlsim.tools.plan.sizing import checked_apart_from_fit, parse_gpu, parse_target, size_cluster
     from rlsim.tools.plan.sizing_report import recommendation, write_sizing
 
     start = time.perf_counter()
@@ -148,9 +148,10 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
         known = available_profiles()
         types = [parse_gpu(g, known) for g in gpus]
         space = load_space(space_path) if space_path is not None else None
+        checked_apart_from_fit(path, overrides)  # need not fit its own cluster: the sizing finds one that does
         if not types:
-            scn = load_scenario(path, overrides)
-            types = [parse_gpu(h, known) for h in dict.fromkeys(p.hardware for p in scn.cluster.pools.values())]
+            pools = apply_overrides(read_yaml(path), overrides, str(path))["cluster"]["pools"]
+            types = [parse_gpu(h, known) for h in dict.fromkeys(p["hardware"] for p in pools.values())]
     except ValueError as exc:
         fail([str(exc)])
     except ScenarioError as exc:

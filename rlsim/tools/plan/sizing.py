@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlsim.sim.limits import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNITUDE
 from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
 from rlsim.tools.plan.search import Evaluation, Progress, run_search
 from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
@@ -22,6 +23,11 @@ from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, Searc
 DEFAULT_MAX_GPUS = 64
 SEED_REPLICATES = 3  # the answer's band: throughput over this many seeds
 TARGET_KEYS = ("tokens_per_s", "step_time_s", "steps", "deadline_h")
+# The range of each target: within it the sizing's constraints hold any value (a step time becomes hours, so
+# its floor keeps step_time_s / 3600 a number and not a denormal); beyond it, one line says so.
+TARGET_RANGE = {"tokens_per_s": (MIN_MAGNITUDE, MAX_NUMBER), "step_time_s": (3600 * MIN_MAGNITUDE, MAX_NUMBER),
+                "steps": (1, MAX_NUMBER), "deadline_h": (MIN_MAGNITUDE, MAX_NUMBER)}
+MOST_GPUS = MAX_NODES * MAX_GPUS_PER_NODE  # --gpu TYPE:MAX, MAX at most this
 _SCHEDULE = {"hybridflow": "sync", "one-step-off": "1-off", "fully-async": "async", "roll": "roll"}
 
 
@@ -71,6 +77,10 @@ def parse_target(text: str) -> Target:
             raise ValueError(f"--target: {key}: expected a number, got {raw.strip()!r}") from None
         if not value > 0 or not math.isfinite(value):
             raise ValueError(f"--target: {key}: expected a number > 0, got {raw.strip()}")
+        low, high = TARGET_RANGE[key]
+        if not low <= value <= high:
+            raise ValueError(f"--target: {key}: must be {'<=' if value > high else '>='} "
+                             f"{high if value > high else low:g}, got {value:g}")
         values[key] = value
     kinds = [k for k in ("tokens_per_s", "step_time_s") if k in values] + (["steps"] if {"steps", "deadline_h"}
                                                                            & values.keys() else [])
@@ -97,8 +107,8 @@ def parse_gpu(text: str, known: list[str]) -> tuple[str, int]:
         most = int(raw)
     except ValueError:
         raise ValueError(f"--gpu {text}: MAX must be a whole number of GPUs, got {raw!r}") from None
-    if most < 1:
-        raise ValueError(f"--gpu {text}: MAX must be >= 1")
+    if not 1 <= most <= MOST_GPUS:
+        raise ValueError(f"--gpu {text}: MAX must be between 1 and {MOST_GPUS:,} GPUs")
     return name, most
 
 
@@ -243,15 +253,34 @@ def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int) -> 
     return out
 
 
+def fit_problem(problem) -> bool:
+    """A scenario problem that only says the job does not fit the scenario's own GPUs (memory, KV cache): the
+    sizing replaces that cluster by each size it tries, so such a problem is no reason to refuse."""
+    return problem.path.startswith("roles.") and ("does not fit" in problem.message
+                                                  or problem.message.startswith("KV cache holds"))
+
+
+def checked_apart_from_fit(scenario: Path, overrides: tuple[str, ...]) -> None:
+    """Validate the scenario as `load_scenario` does, except that it need not fit its own cluster."""
+    from rlsim.sim.api import ScenarioError, load_scenario
+
+    try:
+        load_scenario(scenario, overrides)
+    except ScenarioError as exc:
+        others = [p for p in exc.problems if not fit_problem(p)]
+        if others:
+            raise ScenarioError(exc.source, others) from None
+
+
 def size_cluster(scenario: Path, target: Target, gpus: list[tuple[str, int]], space: Space | None = None,
                  overrides: tuple[str, ...] = (), backend: str = "serial", workers: int | None = None,
                  seed: int | None = None, progress: Progress | None = None) -> list[Sizing]:
     """Per GPU type, the smallest cluster and the cheapest layout on it reaching `target`."""
-    from rlsim.sim.api import apply_overrides, load_scenario, read_yaml
+    from rlsim.sim.api import apply_overrides, read_yaml
 
-    base_scn = load_scenario(scenario, overrides)  # the scenario itself must be valid
+    checked_apart_from_fit(scenario, overrides)
     base = apply_overrides(read_yaml(scenario), overrides, str(scenario))
-    seed = base_scn.seed if seed is None else seed
+    seed = int(base.get("seed", 0)) if seed is None else seed
     base_dir = scenario.resolve().parent
     space = space or default_space()
     return [size_one(base, base_dir, space, hw, most, target, backend, workers, seed, progress)
