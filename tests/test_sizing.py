@@ -140,3 +140,52 @@ def test_cli_bad_target_and_gpu_are_one_line_exit_2(tmp_path: Path):
                         (["--gpu", "h20"], "goes with --target"), ([], "--space: required")):
         res = cli.invoke(app, ["plan", str(SCENARIO), *args, "--out", str(tmp_path)])
         assert res.exit_code == 2 and words in res.output, res.output
+
+
+def _evaluation(candidate: int, rung: int, tokens_per_s: float):
+    from rlsim.tools.plan.search import Evaluation
+
+    return Evaluation(candidate, rung, 3, {"throughput_tokens_per_s": tokens_per_s, "step_time_s": 60.0},
+                      None, 0.0, objective=tokens_per_s)
+
+
+def _sized(smaller_tokens_per_s: float, model_pct: float):
+    """A sizing of 16 then 24 GPUs (a made-up search): 24 reaches 25,000 tokens/s, 16 reaches the given rate."""
+    from rlsim.tools.plan.sizing import SizeTry, Sizing, verdict
+    from rlsim.tools.report.validation_band import Band
+
+    target = parse_target("tokens_per_s=20000")
+    smaller = SizeTry(16, [], [], [_evaluation(0, 0, smaller_tokens_per_s)], "best simulated ...")
+    answer = _evaluation(1, 1, 25_000.0)
+    sz = Sizing("b200", 64, [smaller, SizeTry(24, [], [answer], [answer])],
+                band={"throughput_tokens_per_s": 25_000.0, "throughput_tokens_per_s_ci95": 250.0},
+                model=Band(model_pct, 5, "h100-sxm, 7.6B, 6,144-token context, hybridflow"))
+    sz.verdict = verdict(sz, target)
+    return target, sz
+
+
+def test_an_answer_shows_its_margin_the_smaller_sizes_shortfall_and_one_band_with_its_parts():
+    from rlsim.tools.plan.sizing_report import verdict_lines
+
+    target, sz = _sized(19_968.0, model_pct=11.0)  # 16 GPUs 0.16% short: inside an 11% band
+    v = sz.verdict
+    assert v.margin_pct == pytest.approx(25.0) and v.smaller_short_pct == pytest.approx(0.16)
+    assert v.band_pct == pytest.approx((1.0 ** 2 + 11.0 ** 2) ** 0.5) and v.coin_toss
+    lines = verdict_lines([sz], target)
+    text = "\n".join(lines)
+    assert "margin +25.0% over 20,000 tokens/s; 16 GPUs fall 0.2% short" in lines[0]
+    assert "band ± 11% = seed spread 1.0% (95%, 3 seeds) with model error 11% (RMS of 5 validated rows" in text
+    assert "COIN TOSS: 16 GPUs fall short by less than the band" in text and "calibrat" in text
+
+    target, far = _sized(10_000.0, model_pct=11.0)  # 50% short: outside the band, a clear answer
+    assert not far.verdict.coin_toss and "COIN TOSS" not in "\n".join(verdict_lines([far], target))
+
+
+def test_a_smaller_size_is_quoted_from_its_longest_measurement():
+    """One explanation quoted a one-step result above the target as the smaller size's shortfall: the
+    three-step rung had overruled it."""
+    from rlsim.tools.plan.sizing import best_simulated
+
+    target = parse_target("tokens_per_s=50000")
+    evals = [_evaluation(0, 0, 50_578.0), _evaluation(1, 0, 48_000.0), _evaluation(1, 1, 49_100.0)]
+    assert best_simulated(evals, target).summary["throughput_tokens_per_s"] == 49_100.0

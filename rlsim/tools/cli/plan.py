@@ -140,7 +140,7 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
     from rlsim.tools.cli.progress import item_bar
     from rlsim.tools.plan import load_space
     from rlsim.tools.plan.sizing import checked_apart_from_fit, parse_gpu, parse_target, size_cluster
-    from rlsim.tools.plan.sizing_report import recommendation, write_sizing
+    from rlsim.tools.plan.sizing_report import recommendation, verdict_lines, write_sizing
 
     start = time.perf_counter()
     try:
@@ -170,6 +170,7 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
     paths = write_sizing(sizings, tgt, out_dir)
     _print_sizing(sizings, tgt)
     console.print("\n" + recommendation(sizings, tgt), highlight=False)
+    console.print("\n".join(verdict_lines(sizings, tgt)), highlight=False)
     console.print(f"{time.perf_counter() - start:.1f} s wall; wrote {out_dir}/ (plan.csv, {paths['png'].name}, "
                   "sizing.md)", highlight=False)
     if not any(sz.answer for sz in sizings):
@@ -192,5 +193,5 @@ def _print_sizing(sizings, tgt) -> None:
         table.add_row(*cells)
     console.print(table)
     console.print("tg/tp: generation/training tensor parallel (data parallel over the rest); sync, 1-off, "
-                  "async: HybridFlow, one-step-off, fully async (eta: staleness bound); ±: 95% band over "
-                  "3 seeds", highlight=False)
+                  "async: HybridFlow, one-step-off, fully async (eta: staleness bound); ±: one band, seed "
+                  "spread and model error combined (its parts below)", highlight=False)

@@ -6,7 +6,10 @@ every layout of the space (colocated, split, disaggregated, the asynchronous sch
 training TP) is a candidate; the analytic bounds drop those that cannot reach the target, successive
 halving simulates the rest (`run_search`), and the first size where a candidate meets the target is the
 answer, its layouts ranked by $ per million tokens (one price per hour at one size: by throughput).
-The answer's ± band is the 95% interval of throughput over seed replicates (report/uncertainty.py).
+The answer's ± band combines two parts, named where it is printed: the 95% interval of throughput over
+seed replicates (report/uncertainty.py) and the model's error where the job sits (the validation band of
+`rlsim run`, report/validation_band.py). Each answer says its margin over the target and how far the
+nearest smaller size fell short; a shortfall (or margin) inside the band makes the choice a coin toss.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rlsim.sim.limits import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNI
 from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
 from rlsim.tools.plan.search import Evaluation, Progress, run_search
 from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
+from rlsim.tools.report.validation_band import Band, band, scenario_regime
 
 DEFAULT_MAX_GPUS = 64
 SEED_REPLICATES = 3  # the answer's band: throughput over this many seeds
@@ -53,6 +57,16 @@ class Target:
         if self.step_time_s is not None:
             return step <= self.step_time_s
         return self.steps * step / 3600.0 <= self.deadline_h
+
+    def ratio(self, summary: dict) -> float:
+        """How far a result goes towards the target: simulated / target for a throughput, target / simulated
+        for a step time or a deadline (>= 1: met)."""
+        step = float(summary["step_time_s"])
+        if self.tokens_per_s is not None:
+            return float(summary["throughput_tokens_per_s"]) / self.tokens_per_s
+        if self.step_time_s is not None:
+            return self.step_time_s / step if step > 0 else math.inf
+        return self.deadline_h * 3600.0 / (self.steps * step) if step > 0 else math.inf
 
     @property
     def text(self) -> str:
@@ -184,17 +198,75 @@ class Sizing:
     most: int
     tries: list[SizeTry] = field(default_factory=list)
     band: dict[str, float] = field(default_factory=dict)  # mean and 95% half-width over seed replicates
+    model: Band | None = None  # the model's error where the answer's job sits (validation residuals)
+    verdict: Verdict | None = None  # margin, smaller size's shortfall, band (see `verdict`)
 
     @property
     def answer(self) -> SizeTry | None:
         return self.tries[-1] if self.tries and self.tries[-1].ranking else None
 
 
+def best_simulated(evals: list[Evaluation], target: Target) -> Evaluation | None:
+    """The closest to the target among the results measured longest (the last rung any candidate reached): a
+    one-step result a longer measurement overruled is not quoted."""
+    simulated = [e for e in evals if e.summary is not None]
+    if not simulated:
+        return None
+    deepest = max(e.rung for e in simulated)
+    return max((e for e in simulated if e.rung == deepest), key=lambda e: target.ratio(e.summary))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How safely an answer clears its target: its margin, the nearest smaller size's shortfall, and one band
+    with its two parts (seed spread, model error where this job sits)."""
+
+    margin_pct: float  # the answer beyond the target, % (Target.ratio - 1)
+    smaller_gpus: int | None  # the nearest smaller size tried
+    smaller_short_pct: float | None  # its best simulated result short of the target, %; None: none simulated
+    smaller_why: str  # why it fell short, one phrase
+    seed_pct: float | None  # 95% half-width of throughput over seed replicates, % of the mean
+    model_pct: float | None  # the model's error in this job's regime, % (validation band)
+    model_regime: str
+    model_rows: int
+
+    @property
+    def band_pct(self) -> float:
+        """The one band: seed spread and model error combined (root sum of squares: independent errors)."""
+        return math.hypot(self.seed_pct or 0.0, self.model_pct or 0.0)
+
+    @property
+    def coin_toss(self) -> bool:
+        """The nearest smaller size falls short of the target by less than the band: either size may be the
+        answer on a real cluster."""
+        return self.smaller_short_pct is not None and self.smaller_short_pct < self.band_pct
+
+
+def verdict(sizing: Sizing, target: Target) -> Verdict | None:
+    """The margin, the smaller size's shortfall and the band of one GPU type's answer (None: no answer)."""
+    ans = sizing.answer
+    if ans is None:
+        return None
+    smaller = sizing.tries[-2] if len(sizing.tries) > 1 else None
+    best = best_simulated(smaller.evaluations, target) if smaller is not None else None
+    seed = sizing.band
+    mean, half = seed.get("throughput_tokens_per_s"), seed.get("throughput_tokens_per_s_ci95")
+    model = sizing.model
+    return Verdict(
+        margin_pct=100 * (target.ratio(ans.ranking[0].summary) - 1),
+        smaller_gpus=smaller.gpus if smaller is not None else None,
+        smaller_short_pct=None if best is None else 100 * (1 - target.ratio(best.summary)),
+        smaller_why="" if smaller is None else "cannot hold the job (memory)" if smaller.memory_bound
+        else smaller.why_not,
+        seed_pct=100 * half / mean if mean and half is not None else None,
+        model_pct=None if model is None else model.pct, model_regime="" if model is None else model.regime,
+        model_rows=0 if model is None else model.rows)
+
+
 def _why_not(cands: list[Candidate], evals: list[Evaluation], target: Target) -> tuple[str, bool]:
     """Why no layout at one size met the target, in one phrase; and whether memory alone refused them all."""
-    simulated = [e for e in evals if e.summary is not None]
-    if simulated:
-        best = max(simulated, key=lambda e: e.summary["throughput_tokens_per_s"])
+    best = best_simulated(evals, target)
+    if best is not None:
         s = best.summary
         return (f"best simulated {s['throughput_tokens_per_s']:,.0f} tokens/s, step {s['step_time_s']:.1f} s "
                 f"({short_layout(cands[best.candidate])})", False)
@@ -224,7 +296,10 @@ def size_one(base: dict, base_dir: Path, space: Space, hardware: str, most: int,
         why, memory = ("", False) if ranking else _why_not(cands, result.evaluations, target)
         sizing.tries.append(SizeTry(gpus, cands, ranking, result.evaluations, why, memory))
         if ranking:
-            sizing.band = seed_band(cands[ranking[0].candidate], ranking[0], base_dir, seed)
+            answer = cands[ranking[0].candidate]
+            sizing.band = seed_band(answer, ranking[0], base_dir, seed)
+            sizing.model = None if answer.scenario is None else band(scenario_regime(answer.scenario))
+            sizing.verdict = verdict(sizing, target)
             break
     return sizing
 
