@@ -94,6 +94,33 @@ def test_overlay_lands_on_the_roles_pools_of_another_placement(tmp_path):
     assert "switch_overhead_s" not in type(scn.schedule).model_fields  # one-step-off never switches: not applied
 
 
+def test_an_overlay_leaves_the_jobs_response_lengths_alone_unless_asked(tmp_path):
+    """The logged job's response lengths are workload, not calibration: the target keeps its own unless the
+    overlay opts in, and `rlsim run` says which way it went."""
+    law = "  response_length: {mean: 1371, sigma: 0.9, max: 4096}\n"
+    own = load_scenario(shipped_dir("scenarios") / "quickstart.yaml").workload.response_length
+    cal = _overlay(tmp_path, "calibration:\n  factors: {train_mfu: 0.4}\n" + law + "  band_pct: 2.9\n")
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", [f"calibration={cal}"])
+    assert scn.workload.response_length == own and scn.cluster.pools["gen"].profile_overrides == {"train_mfu": 0.4}
+    run = runner.invoke(app, ["run", "quickstart", "--set", f"calibration={cal}", "--set", "steps=1",
+                              "--set", "algorithm.prompts_per_step=16", "--out", str(tmp_path / "r"), "-q",
+                              "--no-plots"])
+    assert run.exit_code == 0, run.output
+    text = " ".join(run.output.split())
+    assert "workload unchanged: the log's response lengths (lognormal mean 1371, sigma 0.9, max 4096) are not " \
+           "applied" in text
+    assert text.count("band ±") == 1 and "band ± 2.9%" in text and "validation band" not in text.replace(
+        "uncalibrated model's validation band", "")
+
+    opted = _overlay(tmp_path, "calibration:\n  factors: {train_mfu: 0.4}\n" + law + "  apply_response_length: true\n")
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", [f"calibration={opted}"])
+    assert (scn.workload.response_length.mean, scn.workload.response_length.max) == (1371, 4096)
+    run = runner.invoke(app, ["run", "quickstart", "--set", f"calibration={opted}", "--set", "steps=1",
+                              "--set", "algorithm.prompts_per_step=16", "--out", str(tmp_path / "r2"), "-q",
+                              "--no-plots"])
+    assert "workload.response_length replaced by the log's" in " ".join(run.output.split())
+
+
 def test_overlay_refuses_other_hardware_and_bad_values(tmp_path):
     cal = _overlay(tmp_path, "calibration:\n  hardware: h100-sxm\n  factors: {train_mfu: 0.5}\n")
     with pytest.raises(ScenarioError, match="fitted on h100-sxm, pool 'main' is h20"):

@@ -204,8 +204,8 @@ class _Simulator:
 
     def overlay(self, factors: dict[str, float]) -> dict:
         block: dict = {"factors": factors}
-        if self.length_law is not None:
-            block["response_length"] = self.length_law.model_dump()
+        if self.length_law is not None:  # the fit simulates the logged job itself: its lengths apply
+            block |= {"response_length": self.length_law.model_dump(), "apply_response_length": True}
         return block
 
     def run(self, factors: dict[str, float]):

@@ -92,13 +92,17 @@ def run(
         stats.to_csv(out_dir / "summary_ci.csv", index_label="metric")
         written += [out_dir / "seeds.csv", out_dir / "summary_ci.csv"]
     print_summary(results[0], stats=stats)
-    if scn.calibration is not None:  # a `calibration:` overlay: its ± band on the predicted figures
+    if scn.calibration is not None:  # a `calibration:` overlay: its ± band (the one band) on the predicted figures
         from rlsim.tools.calibration.log_report import band_lines
+        from rlsim.tools.report.validation_band import coverage_notes, scenario_regime
 
-        console.print("\n".join(band_lines(results[0].summary, scn.calibration)), highlight=False)
-    from rlsim.tools.report.validation_band import band_lines as validation_band_lines
+        lines = band_lines(results[0].summary, scn.calibration)
+        lines += [f"outside what is covered: {n}" for n in coverage_notes(scenario_regime(scn))]
+    else:
+        from rlsim.tools.report.validation_band import band_lines as validation_band_lines
 
-    console.print("\n".join(validation_band_lines(results[0].summary, scn)), highlight=False, soft_wrap=True)
+        lines = validation_band_lines(results[0].summary, scn)
+    console.print("\n".join(lines), highlight=False, soft_wrap=True)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
 
