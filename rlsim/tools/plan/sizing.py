@@ -111,10 +111,17 @@ def parse_target(text: str) -> Target:
 
 def parse_gpu(text: str, known: list[str]) -> tuple[str, int]:
     """`TYPE[:MAX]` -> (profile name, most GPUs); ValueError with one line for an unknown type or bad MAX."""
+    from rlsim.sim.hardware import canonical_profile, unknown_profile_message
+
     name, _, raw = text.partition(":")
     name = name.strip()
     if name not in known:
-        raise ValueError(f"--gpu: unknown GPU type {name!r}; shipped profiles: {', '.join(known)}")
+        found = canonical_profile(name, known)  # H100, NVIDIA H100 -> h100-sxm
+        if found is None:
+            why = unknown_profile_message(name, known).removeprefix(f"unknown hardware profile {name!r}")
+            raise ValueError(f"--gpu: unknown GPU type {name!r}{why.split(' (known')[0]}; shipped profiles: "
+                             f"{', '.join(known)}")
+        name = found
     if not raw:
         return name, DEFAULT_MAX_GPUS
     try:
