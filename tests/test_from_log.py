@@ -280,3 +280,15 @@ def test_a_logged_value_too_large_to_be_a_measurement_is_refused_in_one_line(tmp
     log.write_text("\n".join([head, ",".join(first), *rows[2:]]) + "\n")
     with pytest.raises(LogError, match="is not a plausible logged value"):
         read_log(log)
+
+
+def test_a_log_in_milliseconds_under_a_week_is_refused_against_the_scenarios_own_step(tmp_path):
+    """74,900 "s" a step passed the one-week check; against the scenario's simulated step it is 100x off."""
+    log = tmp_path / "ms.log"
+    log.write_text("step:10 - timing_s/gen:32100.0 - timing_s/generate_sequences:24700.0 - timing_s/old_log_prob:"
+                   "8800.0 - timing_s/update_actor:28600.0 - timing_s/step:74900.0\n")
+    res = runner.invoke(app, ["calibrate", "--from-log", str(log), "--scenario",
+                              str(ASYNC / "verl-dapo-7b-h20-sync.yaml"), "--sim-steps", "1"])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "are these milliseconds?" in lines[0] and "divide the timings by 1000" in lines[0]

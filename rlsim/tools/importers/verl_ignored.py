@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlsim.tools.importers.common import Ledger
+from rlsim.tools.importers.common import NOT_MODELLED, Ledger
 
 
 def _segment(*names: str) -> Callable[[str], bool]:
@@ -74,6 +74,9 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
      "actor_rollout_ref.model.lora_rank and target_modules map to schedule.lora"),
     (_segment("qat", "quantization", "quantization_config_file", "mtp", "disaggregation", "turbo_config"),
      "quantisation, speculative decoding, PD disaggregation: not modelled"),
+    (_leaf("use_remove_padding"),
+     "padding removal: not modelled (rlsim prices unpadded tokens, as use_remove_padding: true runs; padded "
+     "batches can make the update several times slower)"),
     (_leaf("ulysses_sequence_parallel_size", "context_parallel_size", "virtual_pipeline_model_parallel_size",
            "data_parallel_size", "dynamic_context_parallel", "fsdp_size"),
      "sequence / context / virtual-pipeline parallelism: not modelled"),
@@ -94,4 +97,4 @@ def ignore_rest(ledger: Ledger, kind: str) -> None:
         ledger.ignore("async_training", "dynamic resource scheduling / trainer validation: not modelled")
     for test, reason in RULES:
         ledger.ignore_matching(test, reason)
-    ledger.finish("not modelled by rlsim (no effect on the simulated step)")
+    ledger.finish(NOT_MODELLED)
