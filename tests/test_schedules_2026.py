@@ -453,3 +453,12 @@ def test_lending_decision_on_each_side_of_the_switch_cost(cost_s, lends):
     assert rec["benefit_seconds"] == pytest.approx(remaining * 10.0 * 12 / 16)  # 12 trainer GPUs, 4 standalone
     assert rec["effective_switch_cost_seconds"] == pytest.approx(cost_s)
     assert rec["lend"] is lends
+
+
+def test_lending_is_decided_once_a_weight_version_as_verl_does():
+    """verl decides in on_step_end, after its whole step (parameter_sync_step local updates, one push); an
+    rlsim trainer step is one local update, so with parameter_sync_step 2 a run of 4 steps decides twice."""
+    sched = _v1(LENDING, "steps=4", "schedule.parameter_sync_step=2")
+    assert len(sched.lend_log) == 2
+    rows = sched.collector.step_rows
+    assert [r["lending/lent"] for r in rows[0::2]] == [0, 0]  # inside a version: the GPUs stay with the trainer
