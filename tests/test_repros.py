@@ -296,6 +296,108 @@ def test_15_token_authentication_is_named_as_the_cause():
     assert "token authentication" in line and "RAY_AUTH_TOKEN" in line and "\n" not in line
 
 
+# ---------------------------------------------------------------- 23: Ray, what answers at the address
+
+
+class _Listener:
+    """A loopback TCP server for one test: 'http' answers like an HTTP/1 server, 'h2' with an HTTP/2 SETTINGS
+    frame as a gRPC server (a Ray GCS) does, 'silent' accepts and says nothing."""
+
+    def __init__(self, kind: str):
+        import socket
+        import threading
+
+        self.kind = kind
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import socket
+
+        self.server.settimeout(10)
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.settimeout(5)
+                conn.recv(1024)
+                if self.kind == "http":
+                    conn.sendall(b"HTTP/1.0 400 Bad request\r\n\r\n")
+                elif self.kind == "h2":
+                    conn.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+                else:
+                    time.sleep(3)
+            except (OSError, socket.timeout):
+                pass
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.mark.parametrize("kind, must", [
+    ("http", "an HTTP server answers at 127.0.0.1:"),
+    ("silent", "does not speak gRPC as a Ray GCS does"),
+])
+def test_23_a_port_where_no_ray_gcs_answers_is_refused_in_5_s_naming_what_answered(tmp_path, kind, must):
+    pytest.importorskip("ray")
+    listener = _Listener(kind)
+    try:
+        start = time.monotonic()
+        line = refused_in_one_line("sweep", ROOT / "scenarios" / "sweeps" / "quickstart-tp-batch.yaml", "--backend",
+                                   "ray", "--ray-address", f"127.0.0.1:{listener.port}", "--out", tmp_path / "o",
+                                   "--no-progress", must=must)
+        assert time.monotonic() - start < 5
+        assert "token" not in line
+    finally:
+        listener.close()
+
+
+def test_23_a_grpc_answer_passes_the_probe():
+    from rlsim.tools.sweep.ray_address import probe
+
+    listener = _Listener("h2")
+    try:
+        probe(f"127.0.0.1:{listener.port}")  # an HTTP/2 server: left to ray.init (and its token hint)
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("address", ["", "  "])
+def test_23_an_empty_ray_address_is_refused_not_a_local_cluster(tmp_path, address):
+    pytest.importorskip("ray")
+    start = time.monotonic()
+    refused_in_one_line("sweep", ROOT / "scenarios" / "sweeps" / "quickstart-tp-batch.yaml", "--backend", "ray",
+                        "--ray-address", address, "--out", tmp_path / "o", "--no-progress",
+                        must="empty (an unset shell variable?): not a Ray address")
+    assert time.monotonic() - start < 5 and not (tmp_path / "o").exists()
+
+
+def test_23_rays_own_lines_while_joining_stay_off_the_terminal(tmp_path):
+    """Ray's C++ and Python logging write to file descriptor 2 while ray.init runs: a failed join leaves only
+    rlsim's line there (run in a child process, whose real stderr is read)."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys\n"
+            "from rlsim.tools.sweep.errors import SweepError\n"
+            "from rlsim.tools.sweep.ray_address import bounded_init\n"
+            "def init():\n"
+            "    os.write(2, b'gcs_client.cc:210: Failed to get cluster ID from GCS server\\n')\n"
+            "    raise ConnectionError('no GCS')\n"
+            "try:\n"
+            "    bounded_init(init, '127.0.0.1:6391', timeout=5)\n"
+            "except SweepError as exc:\n"
+            "    print(exc.lines()[0], file=sys.stderr)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert lines == ["--ray-address 127.0.0.1:6391: cannot join the Ray cluster: no GCS"], run.stderr
+
+
 # ---------------------------------------------------------------- 22, 26: plan --target
 
 
