@@ -314,7 +314,6 @@ class _Listener:
         self.thread.start()
 
     def _serve(self):
-        import socket
 
         self.server.settimeout(10)
         try:
@@ -331,7 +330,7 @@ class _Listener:
                     conn.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
                 else:
                     time.sleep(3)
-            except (OSError, socket.timeout):
+            except (TimeoutError, OSError):
                 pass
 
     def close(self):
