@@ -9,7 +9,7 @@ answer, its layouts ranked by $ per million tokens (one price per hour at one si
 The answer's ± band combines two parts, named where it is printed: the 95% interval of throughput over
 seed replicates (report/uncertainty.py) and the model's error where the job sits (the validation band of
 `rlsim run`, report/validation_band.py). Each answer says its margin over the target and how far the
-nearest smaller size fell short; a shortfall (or margin) inside the band makes the choice a coin toss.
+nearest smaller size fell short; a shortfall inside the band makes the choice a coin toss.
 """
 
 from __future__ import annotations
