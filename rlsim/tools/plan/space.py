@@ -30,8 +30,7 @@ Objective = Literal["throughput", "cost", "time-to-steps"]
 
 def _known_hardware(name: str) -> str:
     """A hardware profile that loads: an unknown name is one line listing the known profiles."""
-    from rlsim.sim.api import load_profile
-    from rlsim.sim.hardware import canonical_profile
+    from rlsim.sim.api import canonical_profile, load_profile
 
     try:
         load_profile(name)
