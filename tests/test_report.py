@@ -585,3 +585,13 @@ def test_html_report_has_labelled_rows_and_a_per_step_table_that_scrolls(result,
     assert per_step.startswith("<h2>Per step</h2><div class='scroll wide'>")
     assert ".scroll{max-height:28em;max-width:100%;overflow:auto}" in CSS
     assert ".wide td,.wide th{white-space:nowrap}" in CSS
+
+
+def test_a_run_over_several_seeds_prints_one_band_with_its_parts_named(tmp_path):
+    res = CliRunner().invoke(app, ["run", "quickstart", "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
+                                   "--seeds", "2", "--out", str(tmp_path / "s"), "-q", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    bands = [line for line in res.output.splitlines() if "band ±" in line]
+    assert len(bands) == 1 and bands[0].startswith("band ± ")
+    assert "seed spread" in bands[0] and "(95%, 2 seeds)" in bands[0] and "model error" in bands[0]
+    assert "validation band" not in res.output
