@@ -94,6 +94,33 @@ def test_overlay_lands_on_the_roles_pools_of_another_placement(tmp_path):
     assert "switch_overhead_s" not in type(scn.schedule).model_fields  # one-step-off never switches: not applied
 
 
+def test_an_overlay_leaves_the_jobs_response_lengths_alone_unless_asked(tmp_path):
+    """The logged job's response lengths are workload, not calibration: the target keeps its own unless the
+    overlay opts in, and `rlsim run` says which way it went."""
+    law = "  response_length: {mean: 1371, sigma: 0.9, max: 4096}\n"
+    own = load_scenario(shipped_dir("scenarios") / "quickstart.yaml").workload.response_length
+    cal = _overlay(tmp_path, "calibration:\n  factors: {train_mfu: 0.4}\n" + law + "  band_pct: 2.9\n")
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", [f"calibration={cal}"])
+    assert scn.workload.response_length == own and scn.cluster.pools["gen"].profile_overrides == {"train_mfu": 0.4}
+    run = runner.invoke(app, ["run", "quickstart", "--set", f"calibration={cal}", "--set", "steps=1",
+                              "--set", "algorithm.prompts_per_step=16", "--out", str(tmp_path / "r"), "-q",
+                              "--no-plots"])
+    assert run.exit_code == 0, run.output
+    text = " ".join(run.output.split())
+    assert "workload unchanged: the log's response lengths (lognormal mean 1371, sigma 0.9, max 4096) are not " \
+           "applied" in text
+    assert text.count("band ±") == 1 and "band ± 2.9%" in text and "validation band" not in text.replace(
+        "uncalibrated model's validation band", "")
+
+    opted = _overlay(tmp_path, "calibration:\n  factors: {train_mfu: 0.4}\n" + law + "  apply_response_length: true\n")
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", [f"calibration={opted}"])
+    assert (scn.workload.response_length.mean, scn.workload.response_length.max) == (1371, 4096)
+    run = runner.invoke(app, ["run", "quickstart", "--set", f"calibration={opted}", "--set", "steps=1",
+                              "--set", "algorithm.prompts_per_step=16", "--out", str(tmp_path / "r2"), "-q",
+                              "--no-plots"])
+    assert "workload.response_length replaced by the log's" in " ".join(run.output.split())
+
+
 def test_overlay_refuses_other_hardware_and_bad_values(tmp_path):
     cal = _overlay(tmp_path, "calibration:\n  hardware: h100-sxm\n  factors: {train_mfu: 0.5}\n")
     with pytest.raises(ScenarioError, match="fitted on h100-sxm, pool 'main' is h20"):
@@ -253,3 +280,15 @@ def test_a_logged_value_too_large_to_be_a_measurement_is_refused_in_one_line(tmp
     log.write_text("\n".join([head, ",".join(first), *rows[2:]]) + "\n")
     with pytest.raises(LogError, match="is not a plausible logged value"):
         read_log(log)
+
+
+def test_a_log_in_milliseconds_under_a_week_is_refused_against_the_scenarios_own_step(tmp_path):
+    """74,900 "s" a step passed the one-week check; against the scenario's simulated step it is 100x off."""
+    log = tmp_path / "ms.log"
+    log.write_text("step:10 - timing_s/gen:32100.0 - timing_s/generate_sequences:24700.0 - timing_s/old_log_prob:"
+                   "8800.0 - timing_s/update_actor:28600.0 - timing_s/step:74900.0\n")
+    res = runner.invoke(app, ["calibrate", "--from-log", str(log), "--scenario",
+                              str(ASYNC / "verl-dapo-7b-h20-sync.yaml"), "--sim-steps", "1"])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "are these milliseconds?" in lines[0] and "divide the timings by 1000" in lines[0]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from pydantic import ValidationError
 
 from rlsim.sim.hardware import _NUMERIC_FIELDS, HardwareProfile, available_profiles, load_profile, profiles_dir
+from rlsim.sim.paths import shipped_dir
 
 SHIPPED = ("a100-80gb", "h100-sxm", "h200", "h20", "b200", "mi300x", "l40s", "h800", "a800")
 
@@ -124,3 +127,46 @@ def test_efficiency_above_one_is_rejected():
     data["decode_eta_mem"] = 1.2
     with pytest.raises(ValidationError):
         HardwareProfile.model_validate(data)
+
+
+@pytest.mark.parametrize("name, profile", [
+    ("H100", "h100-sxm"), ("h100", "h100-sxm"), ("H100-SXM", "h100-sxm"), ("NVIDIA H100", "h100-sxm"),
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("H100 SXM5", "h100-sxm"), ("A100", "a100-80gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("AMD Instinct MI300X", "mi300x"), ("H20", "h20"), ("H800", "h800"),
+])
+def test_gpu_names_match_case_and_vendor_insensitively(name, profile):
+    from rlsim.sim.hardware import canonical_profile
+
+    assert canonical_profile(name) == profile
+    assert load_profile(name) == load_profile(profile)
+
+
+@pytest.mark.parametrize("name", ["H100 PCIe", "A100 40GB", "h30"])
+def test_a_gpu_of_another_kind_is_not_matched_and_never_offered_a_sibling_number(name):
+    from rlsim.sim.hardware import available_profiles, canonical_profile, unknown_profile_message
+
+    assert canonical_profile(name) is None
+    message = unknown_profile_message(name, available_profiles())
+    guess = message.split(" (known")[0]
+    assert "h800" not in guess and "a800" not in guess and "h20" not in guess, guess
+
+
+def test_a_scenario_plan_and_import_take_the_names_users_type(tmp_path):
+    from typer.testing import CliRunner
+
+    from rlsim.sim.api import load_scenario
+    from rlsim.tools.cli import app
+    from rlsim.tools.plan.sizing import parse_gpu
+
+    scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml", ["cluster.pools.gen.hardware=NVIDIA H100"])
+    assert scn.cluster.pools["gen"].hardware == "h100-sxm"
+    assert parse_gpu("H100:64", ["h100-sxm", "h800"]) == ("h100-sxm", 64)
+    with pytest.raises(ValueError) as caught:
+        parse_gpu("H100 PCIe", ["h100-sxm", "h800"])
+    assert "did you mean h100-sxm?" in str(caught.value) and "h800?" not in str(caught.value)
+    out = tmp_path / "s.yaml"
+    res = CliRunner().invoke(app, ["import", "verl", str(Path(__file__).parent / "repros" /
+                                                         "13-import-verl-typo-key-silently-ignored.yaml"),
+                                   "--hardware", "H100", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "hardware: h100-sxm" in out.read_text()

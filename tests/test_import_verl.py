@@ -87,6 +87,10 @@ def test_printed_ignored_list_covers_each_key_under_its_own_reason(trainer_confi
     assert all(len(ln) <= 80 or "," not in ln.rstrip(",") for ln in ignored)  # wrapped; one long key may overrun
     reason_text, reason = "", None
     for line in ignored:  # "  reason (n):" (possibly wrapped), then its keys on "    a, b, ..." lines
+        if not line.startswith(" "):  # the second list's heading: "not modelled (n keys, ...):"
+            assert line.startswith("not modelled ("), line
+            reason_text, reason = "", None
+            continue
         if line.startswith("    "):
             if reason is None:
                 reason = reason_text.strip().rsplit(" (", 1)[0]
@@ -153,6 +157,7 @@ def test_fully_async_recipe_maps_verls_staleness_knobs(verl_root):
     assert sched.recompute_logprob is False  # use_rollout_log_probs / bypass_mode
     assert imported.scenario.algorithm.prompts_per_step == 64
     assert "rollout.n" in imported.ledger.ignored  # the recipe's top-level rollout.n is never read by verl
+    assert not imported.ledger.unknown  # every key of verl's own recipe is verl's: none is called a typo
     assert_complete(imported.ledger)
 
 
@@ -329,3 +334,44 @@ def test_import_prints_assumed_keys_first_one_per_line(trainer_config):
     assert lines[0] == f"assumed ({len(ledger.assumed)}):"
     assert all("[set with" in ln for ln in lines[1:1 + len(ledger.assumed)])
     assert lines[1 + len(ledger.assumed)].startswith("used (")
+
+
+def test_ignored_and_not_modelled_are_different_lists(trainer_config):
+    """A key that cannot change the step time is ignored; one that may (padding removal) but is not simulated is
+    'not modelled', printed apart and never said to have no effect."""
+    ledger = run_import("verl", trainer_config / "ppo_trainer.yaml", []).ledger
+    lines = report_lines(ledger)
+    at_ignored = next(i for i, ln in enumerate(lines) if ln.startswith("ignored ("))
+    at_not = next(i for i, ln in enumerate(lines) if ln.startswith("not modelled ("))
+    assert at_ignored < at_not
+    padding = ledger.ignored["actor_rollout_ref.model.use_remove_padding"]
+    assert "not modelled" in padding and "no effect" not in padding and "slower" in padding
+    assert "use_remove_padding" in "\n".join(lines[at_not:]) and "use_remove_padding" not in "\n".join(
+        lines[at_ignored:at_not])
+    assert all("no effect" not in r for r in ledger.ignored.values() if "not modelled" in r)
+    assert "no effect" in ledger.ignored["trainer.project_name"]  # logging: ignored
+
+
+@pytest.mark.parametrize("sync, batch, mini", [(4, 1024, 256), (2, 512, 256)])
+def test_verl_v1_keeps_one_weight_version_at_train_batch_size(trainer_config, sync, batch, mini):
+    """verl V1 (trainer_base.step): a step of train_batch_size prompts is parameter_sync_step local updates, then
+    one push. rlsim's trainer step is one local update: k of them hold train_batch_size prompts, not k times it."""
+    imported = run_import("verl", trainer_config / "ppo_trainer.yaml", [
+        "actor_rollout_ref.rollout.name=vllm", "trainer.use_v1=true", "trainer.v1.trainer_mode=separate_async",
+        "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4",
+        f"trainer.v1.separate_async.parameter_sync_step={sync}", f"data.train_batch_size={batch}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini}"])
+    scn = imported.scenario
+    assert scn.schedule.parameter_sync_step == sync
+    assert scn.algorithm.prompts_per_step * scn.schedule.parameter_sync_step == batch
+    assert scn.algorithm.mini_batches == 1
+
+
+def test_verl_v1_separate_async_refuses_what_verl_asserts(trainer_config):
+    res = runner.invoke(app, ["import", "verl", str(trainer_config / "ppo_trainer.yaml"),
+                              "actor_rollout_ref.rollout.name=vllm", "trainer.use_v1=true",
+                              "trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.nnodes=1",
+                              "data.train_batch_size=1024", "actor_rollout_ref.actor.ppo_mini_batch_size=128"])
+    assert res.exit_code == 2
+    lines = error_lines(res)
+    assert len(lines) == 1 and "parameter_sync_step × ppo_mini_batch_size (4 × 128 = 512), got 1024" in lines[0]

@@ -513,3 +513,85 @@ def test_quickstart_summary_and_html_show_tail_share_and_mfu_mbu_per_pool(tmp_pa
     page = render_report(out)
     for key in ("tail_share_by_pool/gen", "mfu_by_phase/gen/train", "mbu_by_phase/gen/generate"):
         assert f"<td>{key}</td>" in page, key
+
+
+def test_step_breakdown_stacks_phases_not_their_parts():
+    """timing_s/transition/* are parts of update_weights: stacked too, the bars ran ~1 s above the step time."""
+    from rlsim.tools.report.plots import step_breakdown
+
+    steps = pd.DataFrame({"step": [0], "warmup": [False], "timing_s/step": [10.0], "timing_s/gen": [6.0],
+                          "timing_s/update_weights": [4.0], "timing_s/transition/wake": [3.0],
+                          "timing_s/transition/load": [1.0]})
+    ax = step_breakdown(steps).axes[0]
+    assert "side by side" not in ax.get_title()
+    assert max(p.get_y() + p.get_height() for p in ax.patches) == pytest.approx(10.0)
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"gen", "update_weights", "step time"}
+
+
+def _colocated_run_tables():
+    engine_stats = pd.DataFrame({"engine": ["rollout-0"] * 3, "pool": ["gen"] * 3, "time_s": [0.0, 10.0, 40.0],
+                                 "running": [64, 32, 4], "kv_tokens": [5e4, 4e4, 1e4],
+                                 "kv_capacity_tokens": [1e5] * 3})
+    timeline = pd.DataFrame({"pool": ["gen", "gen"], "gpu_group": ["rollout-0", "actor"],
+                             "role": ["rollout", "actor"], "phase": ["generate", "train"], "step": [0, 0],
+                             "policy_version": [0, 0], "start_s": [0.0, 50.0], "end_s": [50.0, 120.0],
+                             "gpus": [8, 8]})
+    steps = pd.DataFrame({"step": [0], "start_s": [0.0], "end_s": [120.0], "timing_s/step": [120.0]})
+    return engine_stats, timeline, steps
+
+
+def test_engine_plot_covers_the_whole_run_and_no_kv_is_held_while_the_gpus_train():
+    from rlsim.tools.report.plots import engine_load
+
+    engine_stats, timeline, steps = _colocated_run_tables()
+    fig = engine_load(engine_stats, steps, 256, timeline)
+    batch, kv = fig.axes[0], fig.axes[1]
+    assert kv.get_xlim()[1] >= 120.0  # the axis stopped at the engines' last sample (40 s)
+    x, y = kv.lines[0].get_data()
+    assert y[-1] == 0.0 and x[-1] == pytest.approx(50.0)  # the hybrid engine sleeps: its KV cache is freed
+    assert batch.lines[0].get_data()[1][-1] == 0
+    # an engine on GPUs of its own keeps its KV between batches
+    apart = timeline.assign(pool=["gen", "train"])
+    x, y = engine_load(engine_stats, steps, 256, apart).axes[1].lines[0].get_data()
+    assert y[-1] == pytest.approx(10.0)
+
+
+def test_long_tail_legend_does_not_overlap_the_twin_axis():
+    from rlsim.tools.report.plots import long_tail
+
+    samples = pd.DataFrame({"step": [0, 0, 1, 1, 2, 2], "finished_s": [5.0, 9.0, 15.0, 22.0, 25.0, 31.0],
+                            "response_tokens": [100, 900, 200, 1500, 300, 2000]})
+    steps = pd.DataFrame({"step": [0, 1, 2], "start_s": [0.0, 10.0, 20.0]})
+    fig = long_tail(samples, steps)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax, twin = fig.axes[0], fig.axes[1]
+    legend = ax.get_legend().get_window_extent(renderer)
+    for artist in [twin.yaxis.label, *twin.get_yticklabels()]:
+        assert not legend.overlaps(artist.get_window_extent(renderer)), artist
+
+
+def test_html_report_has_labelled_rows_and_a_per_step_table_that_scrolls(result, tmp_path):
+    from rlsim.tools.report.html import CSS, render_report
+
+    write_results(result, tmp_path / "run", plots=False)
+    page = render_report(tmp_path / "run")
+    summary = page[page.index("<h2>Summary</h2>"):page.index("<details>")]
+    labels = [cell.split("</td>")[0] for cell in summary.split("<td class=label>")[1:]]
+    assert labels[:4] == ["scenario", "GPUs", "measured steps", "step time (mean)"]
+    assert "throughput" in labels and "GPU-hours" in labels and labels != sorted(labels)
+    assert "busy_fraction_by_phase" not in summary  # raw keys only in the <details> table below
+    per_step = page[page.index("<h2>Per step</h2>"):]
+    assert per_step.startswith("<h2>Per step</h2><div class='scroll wide'>")
+    assert ".scroll{max-height:28em;max-width:100%;overflow:auto}" in CSS
+    assert ".wide td,.wide th{white-space:nowrap}" in CSS
+
+
+def test_a_run_over_several_seeds_prints_one_band_with_its_parts_named(tmp_path):
+    res = CliRunner().invoke(app, ["run", "quickstart", "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
+                                   "--seeds", "2", "--out", str(tmp_path / "s"), "-q", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    bands = [line for line in res.output.splitlines() if "band ±" in line]
+    assert len(bands) == 1 and bands[0].startswith("band ± ")
+    assert "seed spread" in bands[0] and "(95%, 2 seeds)" in bands[0] and "model error" in bands[0]
+    assert "validation band" not in res.output

@@ -337,6 +337,160 @@ def test_27_verl_v1_max_off_policy_threshold_stops_at_16_as_its_areal_twin(tmp_p
     assert time.monotonic() - start < 10
 
 
+# ---------------------------------------------------------------- 23: Ray, what answers at the address
+
+
+class _Listener:
+    """A loopback TCP server for one test: 'http' answers like an HTTP/1 server, 'h2' with an HTTP/2 SETTINGS
+    frame as a gRPC server (a Ray GCS) does, 'silent' accepts and says nothing."""
+
+    def __init__(self, kind: str):
+        import socket
+        import threading
+
+        self.kind = kind
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+
+        self.server.settimeout(10)
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                conn.settimeout(5)
+                conn.recv(1024)
+                if self.kind == "http":
+                    conn.sendall(b"HTTP/1.0 400 Bad request\r\n\r\n")
+                elif self.kind == "h2":
+                    conn.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+                else:
+                    time.sleep(3)
+            except (TimeoutError, OSError):
+                pass
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.mark.parametrize("kind, must", [
+    ("http", "an HTTP server answers at 127.0.0.1:"),
+    ("silent", "does not speak gRPC as a Ray GCS does"),
+])
+def test_23_a_port_where_no_ray_gcs_answers_is_refused_in_5_s_naming_what_answered(tmp_path, kind, must):
+    pytest.importorskip("ray")
+    listener = _Listener(kind)
+    try:
+        start = time.monotonic()
+        line = refused_in_one_line("sweep", ROOT / "scenarios" / "sweeps" / "quickstart-tp-batch.yaml", "--backend",
+                                   "ray", "--ray-address", f"127.0.0.1:{listener.port}", "--out", tmp_path / "o",
+                                   "--no-progress", must=must)
+        assert time.monotonic() - start < 5
+        assert "token" not in line
+    finally:
+        listener.close()
+
+
+def test_23_a_grpc_answer_passes_the_probe():
+    from rlsim.tools.sweep.ray_address import probe
+
+    listener = _Listener("h2")
+    try:
+        probe(f"127.0.0.1:{listener.port}")  # an HTTP/2 server: left to ray.init (and its token hint)
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("address", ["", "  "])
+def test_23_an_empty_ray_address_is_refused_not_a_local_cluster(tmp_path, address):
+    pytest.importorskip("ray")
+    start = time.monotonic()
+    refused_in_one_line("sweep", ROOT / "scenarios" / "sweeps" / "quickstart-tp-batch.yaml", "--backend", "ray",
+                        "--ray-address", address, "--out", tmp_path / "o", "--no-progress",
+                        must="empty (an unset shell variable?): not a Ray address")
+    assert time.monotonic() - start < 5 and not (tmp_path / "o").exists()
+
+
+def test_23_rays_own_lines_while_joining_stay_off_the_terminal(tmp_path):
+    """Ray's C++ and Python logging write to file descriptor 2 while ray.init runs: a failed join leaves only
+    rlsim's line there (run in a child process, whose real stderr is read)."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys\n"
+            "from rlsim.tools.sweep.errors import SweepError\n"
+            "from rlsim.tools.sweep.ray_address import bounded_init\n"
+            "def init():\n"
+            "    os.write(2, b'gcs_client.cc:210: Failed to get cluster ID from GCS server\\n')\n"
+            "    raise ConnectionError('no GCS')\n"
+            "try:\n"
+            "    bounded_init(init, '127.0.0.1:6391', timeout=5)\n"
+            "except SweepError as exc:\n"
+            "    print(exc.lines()[0], file=sys.stderr)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert lines == ["--ray-address 127.0.0.1:6391: cannot join the Ray cluster: no GCS"], run.stderr
+
+
+# ---------------------------------------------------------------- 22, 26: plan --target
+
+
+def test_22_a_sizing_label_names_the_training_config_that_was_simulated(tmp_path):
+    res = rlsim("plan", "quickstart", "--set", "steps=1", "--set", "algorithm.prompts_per_step=16", "--backend",
+                "serial", "-q", "--target", "tokens_per_s=2000", "--gpu", "h100-sxm:16", "--out", tmp_path / "p",
+                codes=(0,))
+    plan = pd.read_csv(tmp_path / "p" / "plan.csv")
+    answer = plan[plan["rank"] == 1].iloc[0]
+    assert answer["gpus"] == 2 and "tp2-pp1-optimizer" in answer["label"], answer["label"]
+    assert "tp8" not in answer["label"] and "tp8" not in res.stdout
+
+
+def test_22_a_training_config_capped_to_one_already_tried_is_not_tried_again():
+    from rlsim.sim.api import read_yaml
+    from rlsim.sim.paths import shipped_dir
+    from rlsim.tools.plan.candidates import enumerate_candidates
+    from rlsim.tools.plan.sizing import default_space, space_at
+
+    base = read_yaml(shipped_dir("scenarios") / "quickstart.yaml")
+    cands = enumerate_candidates(base, space_at(default_space(), "h100-sxm", 2))
+    seen = [(c.knobs["layout"], c.knobs["schedule"], c.knobs["schedule_set"], c.knobs["gen_tp"], c.knobs["train"])
+            for c in cands if c.knobs["layout"] == "colocate"]
+    assert seen and len(seen) == len(set(seen)), seen  # tp2, tp4 -> 2, tp8 -> 2 used to be three candidates
+    assert all(int(c.knobs["train"].split("-")[0][2:]) <= 2 for c in cands if c.knobs["train"] != "scenario")
+
+
+@pytest.mark.parametrize("target, must", [
+    ("tokens_per_s=1e12", "--target: tokens_per_s: must be <= 1e+09"),
+    ("steps=1e12,deadline_h=1", "--target: steps: must be <= 1e+09"),
+    ("step_time_s=1e308", "--target: step_time_s: must be <= 1e+09"),
+    ("tokens_per_s=5e-324", "--target: tokens_per_s: must be >= 1e-12"),
+    ("step_time_s=1e-323", "--target: step_time_s: must be >= 3.6e-09"),
+    ("steps=1,deadline_h=5e-324", "--target: deadline_h: must be >= 1e-12"),
+])
+def test_26_a_target_out_of_range_is_one_line(tmp_path, target, must):
+    refused_in_one_line("plan", "quickstart", "--set", "steps=1", "--backend", "serial", "-q", "--target", target,
+                        "--gpu", "h100-sxm:16", "--out", tmp_path / "p", must=must)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm:99999999999999999999", "h100-sxm:1e20"])
+def test_26_a_gpu_count_out_of_range_is_one_line(tmp_path, gpu):
+    refused_in_one_line("plan", "quickstart", "--backend", "serial", "-q", "--target", "tokens_per_s=2000",
+                        "--gpu", gpu, "--out", tmp_path / "p", must=f"--gpu {gpu}: MAX must be")
+
+
+def test_26_an_ordinary_throughput_target_reaches_the_search():
+    """100,000 tokens/s was over the 86,400 cap of a duration: a rate is not a number of seconds."""
+    from rlsim.tools.plan.sizing import parse_target
+
+    assert parse_target("tokens_per_s=100000").constraints().min_throughput_tokens_per_s == 100_000
+
+
 def test_every_reproducer_is_covered_here():
     """A reproducer added to tests/repros/ without its replay here fails this test."""
     here = Path(__file__).read_text()

@@ -433,3 +433,32 @@ def test_plan_searches_lending_on_and_off():
     cands = enumerate_candidates(base, space, (ROOT / LENDING).parent)
     switches = sorted(c.scenario.schedule.hybrid_rollout.enable_switch for c in cands if c.scenario is not None)
     assert switches == [False, True, True]
+
+
+@pytest.mark.parametrize("cost_s, lends", [(10.0, True), (1000.0, False)])
+def test_lending_decision_on_each_side_of_the_switch_cost(cost_s, lends):
+    """verl 0.9.1's rule (trainer_separate_async.on_step_end): lend iff groups remain to wait for and
+    remaining x per-group wait x hybrid / (hybrid + standalone) > the measured round-trip switch cost."""
+    from rlsim.sim.engine.environment import SimEnvironment
+    from rlsim.sim.schedules import build_schedule
+
+    scn = load_scenario(ROOT / LENDING, ["schedule.hybrid_rollout.adaptive_switch_threshold=false"])
+    sched = build_schedule(scn, SimEnvironment(scn.seed))
+    sched._wait_s, sched._wait_groups = 100.0, 10  # 10 s a group so far
+    sched._to_rollout.append(cost_s / 2)
+    sched._to_trainer.append(cost_s / 2)
+    rec = sched.decide(had_idle=True)
+    remaining = sched.threshold()  # nothing sampleable yet
+    assert rec["remaining"] == remaining > 0
+    assert rec["benefit_seconds"] == pytest.approx(remaining * 10.0 * 12 / 16)  # 12 trainer GPUs, 4 standalone
+    assert rec["effective_switch_cost_seconds"] == pytest.approx(cost_s)
+    assert rec["lend"] is lends
+
+
+def test_lending_is_decided_once_a_weight_version_as_verl_does():
+    """verl decides in on_step_end, after its whole step (parameter_sync_step local updates, one push); an
+    rlsim trainer step is one local update, so with parameter_sync_step 2 a run of 4 steps decides twice."""
+    sched = _v1(LENDING, "steps=4", "schedule.parameter_sync_step=2")
+    assert len(sched.lend_log) == 2
+    rows = sched.collector.step_rows
+    assert [r["lending/lent"] for r in rows[0::2]] == [0, 0]  # inside a version: the GPUs stay with the trainer

@@ -51,6 +51,19 @@ def test_gpu_types_and_sizes():
     assert cluster_sizes(4) == [1, 2, 4]
 
 
+def test_a_job_written_on_a_cluster_too_small_for_it_is_sized_not_refused():
+    """A 32B job on one 8-GPU node does not fit there: the sizing's point is to find the size that does. Any other
+    problem of the scenario is still refused before sizing."""
+    from rlsim.sim.api import ScenarioError
+    from rlsim.tools.plan.sizing import checked_apart_from_fit
+
+    job = shipped_dir("scenarios") / "plan" / "qwen32b-grpo-512x16.yaml"
+    checked_apart_from_fit(job, ("cluster.pools.main.nodes=1",))  # does not fit 8 GPUs: no reason to refuse
+    with pytest.raises(ScenarioError) as caught:
+        checked_apart_from_fit(job, ("cluster.pools.main.nodes=1", "algorithm.mini_batches=0"))
+    assert [p.path for p in caught.value.problems] == ["algorithm.mini_batches"]
+
+
 @pytest.fixture(scope="module")
 def sizing():
     target = parse_target("tokens_per_s=8000")
@@ -127,3 +140,68 @@ def test_cli_bad_target_and_gpu_are_one_line_exit_2(tmp_path: Path):
                         (["--gpu", "h20"], "goes with --target"), ([], "--space: required")):
         res = cli.invoke(app, ["plan", str(SCENARIO), *args, "--out", str(tmp_path)])
         assert res.exit_code == 2 and words in res.output, res.output
+
+
+def _evaluation(candidate: int, rung: int, tokens_per_s: float):
+    from rlsim.tools.plan.search import Evaluation
+
+    return Evaluation(candidate, rung, 3, {"throughput_tokens_per_s": tokens_per_s, "step_time_s": 60.0},
+                      None, 0.0, objective=tokens_per_s)
+
+
+def _sized(smaller_tokens_per_s: float, model_pct: float):
+    """A sizing of 16 then 24 GPUs (a made-up search): 24 reaches 25,000 tokens/s, 16 reaches the given rate."""
+    from rlsim.tools.plan.sizing import SizeTry, Sizing, verdict
+    from rlsim.tools.report.validation_band import Band
+
+    target = parse_target("tokens_per_s=20000")
+    smaller = SizeTry(16, [], [], [_evaluation(0, 0, smaller_tokens_per_s)], "best simulated ...")
+    answer = _evaluation(1, 1, 25_000.0)
+    sz = Sizing("b200", 64, [smaller, SizeTry(24, [], [answer], [answer])],
+                band={"throughput_tokens_per_s": 25_000.0, "throughput_tokens_per_s_ci95": 250.0},
+                model=Band(model_pct, 5, "h100-sxm, 7.6B, 6,144-token context, hybridflow"))
+    sz.verdict = verdict(sz, target)
+    return target, sz
+
+
+def test_an_answer_shows_its_margin_the_smaller_sizes_shortfall_and_one_band_with_its_parts():
+    from rlsim.tools.plan.sizing_report import verdict_lines
+
+    target, sz = _sized(19_968.0, model_pct=11.0)  # 16 GPUs 0.16% short: inside an 11% band
+    v = sz.verdict
+    assert v.margin_pct == pytest.approx(25.0) and v.smaller_short_pct == pytest.approx(0.16)
+    assert v.band_pct == pytest.approx((1.0 ** 2 + 11.0 ** 2) ** 0.5) and v.coin_toss
+    lines = verdict_lines([sz], target)
+    text = "\n".join(lines)
+    assert "margin +25.0% over 20,000 tokens/s; 16 GPUs fall 0.2% short" in lines[0]
+    assert "band ± 11% = seed spread 1.0% (95%, 3 seeds) with model error 11% (RMS of the 5 validated rows" in text
+    assert "COIN TOSS: 16 GPUs fall short by less than the band" in text and "calibrat" in text
+
+    target, far = _sized(10_000.0, model_pct=11.0)  # 50% short: outside the band, a clear answer
+    assert not far.verdict.coin_toss and "COIN TOSS" not in "\n".join(verdict_lines([far], target))
+
+
+def test_with_no_validated_regime_nearby_a_close_smaller_size_is_still_a_coin_toss():
+    """The seed spread alone (1%) would call 16 GPUs 10% short a clear miss: where the model's error is unknown,
+    a shortfall under the validation's 25% tolerance is flagged, and the band shows '+?'."""
+    from rlsim.tools.plan.sizing_report import band_pct, verdict_lines
+
+    target, sz = _sized(18_000.0, model_pct=11.0)
+    sz.model = None
+    from rlsim.tools.plan.sizing import verdict
+
+    sz.verdict = verdict(sz, target)
+    assert sz.verdict.model_pct is None and sz.verdict.coin_toss
+    text = "\n".join(verdict_lines([sz], target))
+    assert "model error unknown: no validated regime nearby" in text and "less than 25% (the model's" in text
+    assert band_pct({"band_pct": 1.0, "band_model_error_pct": None}).endswith("+?")
+
+
+def test_a_smaller_size_is_quoted_from_its_longest_measurement():
+    """One explanation quoted a one-step result above the target as the smaller size's shortfall: the
+    three-step rung had overruled it."""
+    from rlsim.tools.plan.sizing import best_simulated
+
+    target = parse_target("tokens_per_s=50000")
+    evals = [_evaluation(0, 0, 50_578.0), _evaluation(1, 0, 48_000.0), _evaluation(1, 1, 49_100.0)]
+    assert best_simulated(evals, target).summary["throughput_tokens_per_s"] == 49_100.0

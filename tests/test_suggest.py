@@ -56,8 +56,8 @@ def test_the_helper_finds_close_names_only():
     (lambda d: d["workload"]["response_length"].update(kind="lognormall"), "did you mean lognormal?"),
     (lambda d: d["workload"]["response_length"].update(truncated_fractoin=0.1),
      "workload.response_length.truncated_fractoin: unknown key: did you mean truncated_fraction?"),
-    (lambda d: d["cluster"]["pools"]["gen"].update(hardware="h100_sxm"),
-     "unknown hardware profile 'h100_sxm': did you mean h100-sxm?"),
+    (lambda d: d["cluster"]["pools"]["gen"].update(hardware="h100_sxmm"),  # h100_sxm itself is h100-sxm
+     "unknown hardware profile 'h100_sxmm': did you mean h100-sxm?"),
     (lambda d: d.update(calibration={"factors": {"train_mf": 0.4}}),
      "calibration.factors.train_mf: unknown key (expected one of"),
     (lambda d: d.update(calibration={"band_pcnt": 5}), "calibration.band_pcnt: unknown key: did you mean band_pct?"),

@@ -7,9 +7,11 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   `dump_scenario`, `validation_problems`, `sanity_warnings` (valid but implausible values), the `Scenario`
   model; bad input raises `ScenarioError` (a list of `Problem`: file, dotted path, what is wrong);
   `did_you_mean` / `closest` for a misspelt key or value, `model_problems` (a pydantic error as
-  problems), `MAX_CSV_BYTES` (the bound on a read).
+  problems), `MAX_CSV_BYTES` (the bound on a read), `MAX_NUMBER`, `MIN_MAGNITUDE`, `MAX_NODES`,
+  `MAX_GPUS_PER_NODE` (the bounds on any number, a cluster).
 - Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
+  `canonical_profile` / `unknown_profile_message` (a GPU name as users type it: `NVIDIA H100` -> h100-sxm),
   `HardwareProfile`, `profile_numeric_fields`, `resolve_preset`, `preset_names`, `ModelShape`; bounded YAML
   reading (`read_text_bounded`, `parse_yaml`, `YamlInputError`).
 - Scenario sections the tools build on: schedule specs and aliases, `PoolSpec`, `RoleName`, `Strict`,
@@ -40,12 +42,18 @@ _WHERE = {
     "closest": "rlsim.sim.suggest",
     "model_problems": "rlsim.sim.scenario.messages",
     "MAX_CSV_BYTES": "rlsim.sim.limits",
+    "MAX_NUMBER": "rlsim.sim.limits",
+    "MIN_MAGNITUDE": "rlsim.sim.limits",
+    "MAX_NODES": "rlsim.sim.limits",
+    "MAX_GPUS_PER_NODE": "rlsim.sim.limits",
     "simulate": "rlsim.sim.simulate",
     "Result": "rlsim.sim.simulate",
     "SimulationStalled": "rlsim.sim.simulate",
     "shipped_dir": "rlsim.sim.paths",
     "load_profile": "rlsim.sim.hardware",
     "available_profiles": "rlsim.sim.hardware",
+    "canonical_profile": "rlsim.sim.hardware",
+    "unknown_profile_message": "rlsim.sim.hardware",
     "HardwareProfile": "rlsim.sim.hardware",
     "resolve_preset": "rlsim.sim.model_shapes",
     "preset_names": "rlsim.sim.model_shapes",

@@ -251,9 +251,66 @@ def load_profile_file(path: Path) -> HardwareProfile:
     return HardwareProfile.model_validate(load_yaml_file(path))
 
 
+# Words in a GPU's name that say nothing about which profile it is: the vendor and the memory technology.
+_NAME_NOISE = ("nvidia", "amd", "tesla", "instinct", "geforce", "hbm", "hbm2", "hbm2e", "hbm3", "hbm3e")
+
+
+def _name_parts(name: str) -> list[str]:
+    """A GPU name's words, lower case, vendor and memory-technology words dropped (`sxm5` is `sxm`)."""
+    text = str(name).lower().strip()
+    for sep in (" ", "_", "/"):
+        text = text.replace(sep, "-")
+    parts = [p for p in text.split("-") if p and p not in _NAME_NOISE]
+    return ["sxm" if p.startswith("sxm") and p[3:].isdigit() else p for p in parts]
+
+
+def canonical_profile(name: str, known: list[str] | None = None) -> str | None:
+    """The shipped profile a GPU name means, matched case- and vendor-insensitively: `H100`, `h100`,
+    `H100-SXM`, `NVIDIA H100`, `NVIDIA H100 80GB HBM3` -> h100-sxm. The first word picks the family
+    (h100 never matches h800); every other word must be one of the profile's, or a memory size or `sxm` where
+    the profile names none (`NVIDIA A100-SXM4-80GB` -> a100-80gb; a PCIe card never matches an SXM profile).
+    None when no profile, or more than one, fits."""
+    known = available_profiles() if known is None else known
+    parts = _name_parts(name)
+    if not parts:
+        return None
+    exact = [k for k in known if _name_parts(k) == parts]
+    if exact:
+        return exact[0]
+
+    def fits(profile: str) -> bool:
+        words = _name_parts(profile)
+        memory = any(w.endswith("gb") for w in words[1:])
+        form = any(w in ("sxm", "pcie") for w in words[1:])
+        return words[0] == parts[0] and all(p in words[1:] or (p.endswith("gb") and not memory)
+                                            or (p == "sxm" and not form) for p in parts[1:])
+
+    found = [k for k in known if fits(k)]
+    return found[0] if len(found) == 1 else None
+
+
+def unknown_profile_message(name: str, known: list[str]) -> str:
+    """`unknown hardware profile 'X': did you mean Y? (known: ...)`. The guess stays in the GPU's family (an
+    H100 PCIe is offered h100-sxm); else the closest name that is not another number of the same series
+    (an H100 is never offered an h800, an A100 never an a800)."""
+    parts = _name_parts(name) or [""]
+    family = [k for k in known if _name_parts(k)[0] == parts[0]]
+    if family:
+        guess = f": did you mean {' or '.join(family)}?"
+    else:
+        guess = did_you_mean(name, [k for k in known if not _other_number(_name_parts(k)[0], parts[0])])
+    return f"unknown hardware profile {name!r}{guess} (known: {', '.join(known)})"
+
+
+def _other_number(a: str, b: str) -> bool:
+    """h100 / h800, a100 / a800: one letter, then numbers of one length that differ: another GPU."""
+    return a != b and len(a) == len(b) and a[:1] == b[:1] and a[1:].isdigit() and b[1:].isdigit()
+
+
 @cache
 def load_profile(name: str) -> HardwareProfile:
-    """Load a shipped profile by name (e.g. `h100-sxm`) or by path to a YAML file."""
+    """Load a shipped profile by name (e.g. `h100-sxm`, or `H100` / `NVIDIA H100`: see `canonical_profile`) or by
+    path to a YAML file."""
     if "\0" in name:
         raise KeyError(f"hardware profile {name!r} holds a NUL byte: not a profile name or file")
     candidate = Path(name)
@@ -262,7 +319,10 @@ def load_profile(name: str) -> HardwareProfile:
     path = profiles_dir() / f"{name}.yaml"
     if not path.exists():
         known = available_profiles()
-        raise KeyError(f"unknown hardware profile {name!r}{did_you_mean(name, known)} (known: {', '.join(known)})")
+        canonical = canonical_profile(name, known)
+        if canonical is None:
+            raise KeyError(unknown_profile_message(name, known))
+        path = profiles_dir() / f"{canonical}.yaml"
     return load_profile_file(path)
 
 

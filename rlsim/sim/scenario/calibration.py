@@ -11,7 +11,10 @@ fitted on a colocated scenario applies to a split one with other pool names:
 - `decode_step_overhead_ms` -> `roles.rollout.engine.step_overhead_ms`;
 - `switch_overhead_s` -> `schedule.switch_overhead_s` (only a hybridflow schedule uses it);
 - `rule_reward_s_per_sample` -> `algorithm.rule_reward_s_per_sample` (driver-side work per sample);
-- `response_length` -> mean / sigma (/ max) of a lognormal `workload.response_length`.
+- `response_length` -> mean / sigma (/ max) of a lognormal `workload.response_length`, only with
+  `apply_response_length: true`: the law describes the logged job's responses, which are part of the
+  job, not of the cluster's calibration, so an overlay leaves the target's workload as it was unless
+  asked (`rlsim run` prints which way it went).
 
 The overlay wins over the scenario's own values. `band_pct` is the ± band the calibration carries
 into predictions (`rlsim run` prints step time ± band). Pure dict transform: nothing is simulated.
@@ -61,6 +64,10 @@ class CalibrationSpec(_Strict):
     hardware: str | None = Field(default=None, description="GPU the factors were fitted on; other GPUs are refused")
     factors: dict[FactorName, float] = Field(default_factory=dict)
     response_length: LengthLaw | None = None
+    apply_response_length: bool = Field(
+        default=False, description="Replace the job's workload.response_length by `response_length` (opt-in: "
+        "the logged job's lengths are workload, not a calibration factor)",
+    )
     band_pct: float = Field(default=0.0, ge=0, description="± band (%) carried into predicted figures")
     phases: dict[str, PhaseFit] = Field(default_factory=dict, description="The fit, phase by phase (informative)")
     notes: list[str] = Field(default_factory=list)
@@ -185,7 +192,7 @@ def _apply_factors(data: dict, spec: CalibrationSpec) -> list[Problem]:
         algorithm = _dict_at(data, "algorithm")
         if algorithm is not None:
             algorithm["rule_reward_s_per_sample"] = spec.factors["rule_reward_s_per_sample"]
-    if spec.response_length is not None:
+    if spec.response_length is not None and spec.apply_response_length:
         problems += _apply_length(data, spec.response_length)
     return problems
 

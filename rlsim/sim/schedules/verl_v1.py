@@ -57,7 +57,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
         self._idle_steps = self._calm_steps = 0
         self._wait_s = 0.0  # all waits for samples so far, and the groups missing when each began
         self._wait_groups = 0
-        self._had_idle = False
+        self._version_wait_s = 0.0  # waits for samples since the last decision (verl: over its whole step)
 
     def lends(self) -> bool:
         """Whether engines are built on the trainer's GPUs (lending; re-splitting overrides)."""
@@ -227,16 +227,22 @@ class VerlV1Schedule(FullyAsyncSchedule):
         if missing and waited > 0:
             self._wait_s += waited
             self._wait_groups += missing
-        self._had_idle = waited > POLL_INTERVAL_S
+        self._version_wait_s += waited
         return batch
 
     def after_update(self, step: int, timing: dict, batch):
         columns = yield from super().after_update(step, timing, batch)
+        # verl decides in on_step_end, once per verl step: parameter_sync_step local updates (rlsim's trainer
+        # steps), then one weight push. Deciding after every local update would reclaim and wait for the
+        # threshold (a share of the whole version's batch) k times a version.
         if self.switch.enable_switch and not self.colocated:
-            record = self.decide(self._had_idle)
+            record = {"lend": False}  # inside a version: no decision, the GPUs stay with the trainer
+            if (step + 1) % self.sync_every == 0:
+                record = self.decide(self._version_wait_s > POLL_INTERVAL_S)
+                self._version_wait_s = 0.0
             if record["lend"]:
                 yield from self._lend(timing)
             columns.update({"lending/lent": int(record["lend"]),
-                            "lending/benefit_s": record["benefit_seconds"] or 0.0,
-                            "lending/switch_cost_s": record["effective_switch_cost_seconds"] or 0.0})
+                            "lending/benefit_s": record.get("benefit_seconds") or 0.0,
+                            "lending/switch_cost_s": record.get("effective_switch_cost_seconds") or 0.0})
         return columns

@@ -204,8 +204,8 @@ class _Simulator:
 
     def overlay(self, factors: dict[str, float]) -> dict:
         block: dict = {"factors": factors}
-        if self.length_law is not None:
-            block["response_length"] = self.length_law.model_dump()
+        if self.length_law is not None:  # the fit simulates the logged job itself: its lengths apply
+            block |= {"response_length": self.length_law.model_dump(), "apply_response_length": True}
         return block
 
     def run(self, factors: dict[str, float]):
@@ -257,7 +257,9 @@ def fit_log(
     sim = _Simulator(data, source, base_dir, overrides, law)
     start = start_values(base, phases)
     names = list(start)
-    used = [p for p in FIT_PHASES if p in phases and p in simulated_phases(sim.run(start))]
+    first = simulated_phases(sim.run(start))
+    _check_seconds(phases, first)
+    used = [p for p in FIT_PHASES if p in phases and p in first]
     logged_v = np.array([phases[p] for p in used])
 
     def factors_at(x: np.ndarray) -> dict[str, float]:
@@ -291,6 +293,19 @@ def fit_log(
     # The band a calibrated run carries: the larger of the parameters' error and what the fit left unexplained.
     return LogFit(factors, start, rows, round(max(param, resid), 1), law, len(sim.cache), hardware, notes,
                   param, resid)
+
+
+# A logged step this many times the scenario's own (before fitting) is not the same job in seconds: a log in
+# milliseconds is 1000x. No factor within its bounds (FACTORS) closes a gap of this size.
+MS_RATIO = 100.0
+
+
+def _check_seconds(logged: dict[str, float], simulated: dict[str, float]) -> None:
+    """Refuse a log whose step is MS_RATIO times the scenario's simulated step: milliseconds, not seconds."""
+    step, sim = logged.get("step"), simulated.get("step")
+    if step and sim and step > MS_RATIO * sim:
+        raise ValueError(f"logged step time {step:,.0f} s is {step / sim:,.0f}x the scenario's simulated {sim:,.1f} s: "
+                         "are these milliseconds? rlsim reads seconds (divide the timings by 1000)")
 
 
 def fit_residual_pct(rows: list[PhaseRow]) -> float:

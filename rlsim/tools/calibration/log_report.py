@@ -21,6 +21,7 @@ def overlay_block(fit: LogFit, logged: LoggedRun, scenario_name: str) -> dict:
     }
     if fit.length_law is not None:
         block["response_length"] = fit.length_law.model_dump()
+        block["apply_response_length"] = False  # the target job keeps its own lengths unless asked
     block["band_pct"] = fit.band_pct
     block["phases"] = {
         r.phase: {"logged_s": round(r.logged, 3), "fitted_s": None if r.fitted is None else round(r.fitted, 3),
@@ -34,7 +35,9 @@ def overlay_block(fit: LogFit, logged: LoggedRun, scenario_name: str) -> dict:
 def write_overlay(block: dict, path: str | Path) -> Path:
     """Write `calibration: {...}` as YAML; `rlsim run S --set calibration=PATH` applies it."""
     header = ("# rlsim calibration overlay, written by `rlsim calibrate --from-log`.\n"
-              "# Apply with: rlsim run SCENARIO --set calibration=THIS_FILE (also sweep, compare, sensitivity).\n")
+              "# Apply with: rlsim run SCENARIO --set calibration=THIS_FILE (also sweep, compare, sensitivity).\n"
+              "# response_length is the logged job's; it replaces a scenario's own only with\n"
+              "# apply_response_length: true.\n")
     path = Path(path)
     path.write_text(header + yaml.safe_dump({"calibration": block}, sort_keys=False, width=110, allow_unicode=True))
     return path
@@ -82,11 +85,25 @@ def fit_warnings(fit: LogFit) -> list[str]:
 
 
 def band_lines(summary: dict, calibration) -> list[str]:
-    """Predicted figures of a calibrated run with the calibration's ± band (`rlsim run` prints them)."""
+    """What a calibrated run prints: the one band (the calibration's, which replaces the uncalibrated validation
+    band), the predicted figures with it, and what the overlay did to the job's workload."""
     band = calibration.band_pct
-    lines = [f"calibrated ({calibration.fitted_from}): predictions carry ± {band:.1f}%"]
+    lines = [f"band ± {band:.1f}% = the calibration's (fit to {calibration.fitted_from}; it replaces the "
+             "uncalibrated model's validation band)"]
     for key, label, unit in (("step_time_s", "step time", "s"), ("throughput_tokens_per_s", "throughput", "tok/s")):
         value = summary.get(key)
         if isinstance(value, int | float):
             lines.append(f"  {label} {value:,.1f} {unit} ± {value * band / 100:,.1f} ({band:.1f}%)")
-    return lines
+    return lines + workload_lines(calibration)
+
+
+def workload_lines(calibration) -> list[str]:
+    """One line when the overlay carries the logged response lengths: applied (opt-in) or left alone."""
+    law = calibration.response_length
+    if law is None:
+        return []
+    text = f"lognormal mean {law.mean:g}, sigma {law.sigma:g}" + ("" if law.max is None else f", max {law.max}")
+    if calibration.apply_response_length:
+        return [f"workload.response_length replaced by the log's ({text}): apply_response_length: true"]
+    return [f"workload unchanged: the log's response lengths ({text}) are not applied (apply_response_length: "
+            "true in the overlay to use them)"]

@@ -136,11 +136,11 @@ def _print_recommendations(recs) -> None:
 def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None, out: Path | None,
           overrides: tuple[str, ...], backend: str, workers: int | None, seed: int | None, quiet: bool) -> None:
     """`--target`: per GPU type, the smallest cluster and its cheapest layout reaching the target."""
-    from rlsim.sim.api import available_profiles, load_scenario
+    from rlsim.sim.api import apply_overrides, available_profiles, read_yaml
     from rlsim.tools.cli.progress import item_bar
     from rlsim.tools.plan import load_space
-    from rlsim.tools.plan.sizing import parse_gpu, parse_target, size_cluster
-    from rlsim.tools.plan.sizing_report import recommendation, write_sizing
+    from rlsim.tools.plan.sizing import checked_apart_from_fit, parse_gpu, parse_target, size_cluster
+    from rlsim.tools.plan.sizing_report import recommendation, verdict_lines, write_sizing
 
     start = time.perf_counter()
     try:
@@ -148,9 +148,10 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
         known = available_profiles()
         types = [parse_gpu(g, known) for g in gpus]
         space = load_space(space_path) if space_path is not None else None
+        checked_apart_from_fit(path, overrides)  # need not fit its own cluster: the sizing finds one that does
         if not types:
-            scn = load_scenario(path, overrides)
-            types = [parse_gpu(h, known) for h in dict.fromkeys(p.hardware for p in scn.cluster.pools.values())]
+            pools = apply_overrides(read_yaml(path), overrides, str(path))["cluster"]["pools"]
+            types = [parse_gpu(h, known) for h in dict.fromkeys(p["hardware"] for p in pools.values())]
     except ValueError as exc:
         fail([str(exc)])
     except ScenarioError as exc:
@@ -169,6 +170,7 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
     paths = write_sizing(sizings, tgt, out_dir)
     _print_sizing(sizings, tgt)
     console.print("\n" + recommendation(sizings, tgt), highlight=False)
+    console.print("\n".join(verdict_lines(sizings, tgt)), highlight=False)
     console.print(f"{time.perf_counter() - start:.1f} s wall; wrote {out_dir}/ (plan.csv, {paths['png'].name}, "
                   "sizing.md)", highlight=False)
     if not any(sz.answer for sz in sizings):
@@ -191,5 +193,5 @@ def _print_sizing(sizings, tgt) -> None:
         table.add_row(*cells)
     console.print(table)
     console.print("tg/tp: generation/training tensor parallel (data parallel over the rest); sync, 1-off, "
-                  "async: HybridFlow, one-step-off, fully async (eta: staleness bound); ±: 95% band over "
-                  "3 seeds", highlight=False)
+                  "async: HybridFlow, one-step-off, fully async (eta: staleness bound); ±: one band, seed "
+                  "spread and model error combined (its parts below)", highlight=False)

@@ -92,15 +92,46 @@ def run(
         stats.to_csv(out_dir / "summary_ci.csv", index_label="metric")
         written += [out_dir / "seeds.csv", out_dir / "summary_ci.csv"]
     print_summary(results[0], stats=stats)
-    if scn.calibration is not None:  # a `calibration:` overlay: its ± band on the predicted figures
+    if scn.calibration is not None:  # a `calibration:` overlay: its ± band (the one band) on the predicted figures
         from rlsim.tools.calibration.log_report import band_lines
+        from rlsim.tools.report.validation_band import coverage_notes, scenario_regime
 
-        console.print("\n".join(band_lines(results[0].summary, scn.calibration)), highlight=False)
-    from rlsim.tools.report.validation_band import band_lines as validation_band_lines
+        lines = band_lines(results[0].summary, scn.calibration)
+        lines += [f"outside what is covered: {n}" for n in coverage_notes(scenario_regime(scn))]
+    elif stats is not None:  # several seeds: their spread and the model's error, one band with both parts
+        lines = _seeded_band_lines(stats, scn, len(seed_list))
+    else:
+        from rlsim.tools.report.validation_band import band_lines as validation_band_lines
 
-    console.print("\n".join(validation_band_lines(results[0].summary, scn)), highlight=False, soft_wrap=True)
+        lines = validation_band_lines(results[0].summary, scn)
+    console.print("\n".join(lines), highlight=False, soft_wrap=True)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
+
+
+def _seeded_band_lines(stats, scn, seeds: int) -> list[str]:
+    """One band for a run over several seeds, its parts named: the seeds' spread (95% interval of throughput,
+    % of its mean) and the model's error where this job sits (the validation band), root sum of squares."""
+    import math
+
+    from rlsim.tools.report.validation_band import band, coverage_notes, scenario_regime
+
+    regime = scenario_regime(scn)
+    model = band(regime)
+    mean, half = (float(stats.loc["throughput_tokens_per_s", k]) for k in ("mean", "ci95"))
+    seed_pct = 100 * half / mean if mean and math.isfinite(half) else 0.0
+    model_pct = model.pct if model is not None else 0.0
+    total = math.hypot(seed_pct, model_pct)
+    from rlsim.tools.report.validation_band import nearest_miss
+
+    model_text = (f"model error {model_pct:.0f}% (RMS of the {model.rows} validated rows like this job: "
+                  f"{model.regime}; docs/validation.md)" if model is not None else
+                  f"model error unknown: no validated regime nearby ({nearest_miss(regime)})")
+    lines = [f"band ± {total:.1f}% = seed spread {seed_pct:.1f}% (95%, {seeds} seeds) with {model_text}"]
+    for key, label, unit in (("step_time_s", "step time", "s"), ("throughput_tokens_per_s", "throughput", "tok/s")):
+        value = float(stats.loc[key, "mean"])
+        lines.append(f"  {label} {value:,.1f} {unit} ± {value * total / 100:,.1f}")
+    return lines + [f"outside what is covered: {n}" for n in coverage_notes(regime)]
 
 
 def validate(scenario: ScenarioArg, set_: SetOption = None) -> None:

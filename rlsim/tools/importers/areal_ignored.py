@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlsim.tools.importers.common import Ledger
+from rlsim.tools.importers.common import NOT_MODELLED, Ledger
 
 PREFIXES = [
     (("experiment_name", "trial_name", "stats_logger", "perf_tracer", "memory_profiler", "wandb", "swanlab",
@@ -42,4 +42,4 @@ def ignore_rest(ledger: Ledger, backend: str) -> None:
     for names, reason in SEGMENTS:
         wanted = set(names)
         ledger.ignore_matching(lambda k, w=wanted: bool(w.intersection(k.split("."))), reason)
-    ledger.finish("not modelled by rlsim (no effect on the simulated step)")
+    ledger.finish(NOT_MODELLED)

@@ -38,6 +38,16 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data} if prefix else {}
 
 
+# What the importers say of a key they do not read. "Ignored" is kept for keys that cannot change the step
+# time (logging, checkpoints, learning hyper-parameters); a key that may change it but that rlsim does not
+# simulate is "not modelled", and the printed lists keep the two apart (draft.report_lines).
+NOT_MODELLED = "not modelled by rlsim (it may change the real step time; rlsim does not simulate it)"
+
+
+def is_not_modelled(reason: str) -> bool:
+    return "not modelled" in reason
+
+
 @dataclass(frozen=True)
 class Assumption:
     what: str

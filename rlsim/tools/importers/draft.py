@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from rlsim.sim.api import Scenario, ScenarioError, apply_overrides, parse_scenario
-from rlsim.tools.importers.common import ImportProblem, Ledger, compress, show
+from rlsim.tools.importers.common import ImportProblem, Ledger, compress, is_not_modelled, show
 from rlsim.tools.importers.vocabulary import VERSIONS
 
 DEFAULT_HARDWARE = "h100-sxm"
@@ -25,9 +25,12 @@ PROMPT_MIN_FRACTION = 0.125  # assumed shortest prompt / max_prompt_length
 
 
 def hardware(ledger: Ledger, name: str | None) -> str:
-    """The pools' hardware profile: `--hardware`, else assumed (configs name devices, not GPU models)."""
+    """The pools' hardware profile: `--hardware` (`H100`, `NVIDIA H100` -> h100-sxm), else assumed (configs name
+    devices, not GPU models)."""
     if name:
-        return name
+        from rlsim.sim.api import canonical_profile
+
+        return name if name.endswith((".yaml", ".yml")) else canonical_profile(name) or name
     ledger.assume("GPU model of every pool", DEFAULT_HARDWARE, "--hardware NAME (`rlsim profiles`)")
     return DEFAULT_HARDWARE
 
@@ -97,12 +100,17 @@ def report_lines(ledger: Ledger, width: int = 80) -> list[str]:
         out += [f"  unknown key {key}{hint}" for key, hint in sorted(ledger.unknown.items())]
     out.append(f"used ({len(ledger.used)} keys):")
     out += [f"  {key} = {show(ledger.leaves[key])}  ->  {target}" for key, target in sorted(ledger.used.items())]
-    by_reason: dict[str, list[str]] = {}
-    for key, reason in ledger.ignored.items():
-        by_reason.setdefault(reason, []).append(key)
-    out.append(f"ignored ({len(ledger.ignored)} keys):")
-    for reason, keys in sorted(by_reason.items(), key=lambda item: -len(item[1])):
-        out += textwrap.wrap(f"{reason} ({len(keys)}):", width, initial_indent="  ", subsequent_indent="  ")
-        out += textwrap.wrap(", ".join(compress(keys, ledger.leaves)), width, initial_indent="    ",
-                             subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
+    for heading, wanted in (("ignored ({n} keys, no effect on the step time):", False),
+                            ("not modelled ({n} keys, may change the real step time; not simulated):", True)):
+        by_reason: dict[str, list[str]] = {}
+        for key, reason in ledger.ignored.items():
+            if is_not_modelled(reason) == wanted:
+                by_reason.setdefault(reason, []).append(key)
+        if not by_reason and wanted:
+            continue
+        out.append(heading.format(n=sum(len(keys) for keys in by_reason.values())))
+        for reason, keys in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+            out += textwrap.wrap(f"{reason} ({len(keys)}):", width, initial_indent="  ", subsequent_indent="  ")
+            out += textwrap.wrap(", ".join(compress(keys, ledger.leaves)), width, initial_indent="    ",
+                                 subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)
     return out

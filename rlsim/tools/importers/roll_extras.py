@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlsim.tools.importers.common import Ledger, show
+from rlsim.tools.importers.common import NOT_MODELLED, Ledger, show
 from rlsim.tools.importers.roll_layout import contiguous, parse_device_mapping
 
 ENGINES = {"vllm": "vllm-v1", "sglang": "sglang-0.4"}
@@ -150,4 +150,4 @@ def ignore_rest(ledger: Ledger) -> None:
                            "engine / DeepSpeed / Megatron / model-loading settings rlsim does not model")
     ledger.ignore_matching(lambda k: "." not in k, "loss, advantage and reward shaping: change what is learned, "
                            "not the step time")
-    ledger.finish("not modelled by rlsim (no effect on the simulated step)")
+    ledger.finish(NOT_MODELLED)

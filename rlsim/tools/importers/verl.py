@@ -17,7 +17,7 @@ from rlsim.tools.importers.loading import VERL_CONFIG_DIR, load_hydra_config, re
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
 from rlsim.tools.importers.verl_rollout_modes import rollout_modes
-from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule
+from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule, v1_sync_step
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
@@ -243,6 +243,8 @@ def _algorithm(ledger: Ledger, kind: str, train_gpus: int) -> dict[str, Any]:
         mini = ledger.int_value(f"{A}.ppo_mini_batch_size", "schedule.ppo_mini_batch_size") or 1
         algo.update(prompts_per_step=require * mini, mini_batches=require)
         return algo
+    if kind == "verl-v1":
+        return algo | _v1_batch(ledger)
     batch = ledger.int_value("data.train_batch_size", "algorithm.prompts_per_step") or 1
     mini = ledger.int_value(f"{A}.ppo_mini_batch_size", "algorithm.mini_batches = train_batch_size / this") or batch
     if batch % mini:
@@ -250,6 +252,28 @@ def _algorithm(ledger: Ledger, kind: str, train_gpus: int) -> dict[str, Any]:
                      "needs a whole number of mini-batches")
     algo.update(prompts_per_step=batch, mini_batches=max(1, batch // mini))
     return algo
+
+
+def _v1_batch(ledger: Ledger) -> dict[str, int]:
+    """verl V1 (trainer_base.step): one verl step is `parameter_sync_step` local updates of train_batch_size / k
+    prompts each, then one weight push. An rlsim trainer step is one local update, so a weight version
+    (k trainer steps) holds train_batch_size prompts, as verl's does (not k times that)."""
+    mode = v1_mode(ledger)
+    k = v1_sync_step(ledger, mode)
+    batch = ledger.int_value("data.train_batch_size", f"algorithm.prompts_per_step = train_batch_size / "
+                             f"parameter_sync_step ({k}): one weight version") or 1
+    mini = ledger.int_value(f"{A}.ppo_mini_batch_size", "algorithm.mini_batches = train_batch_size / "
+                            "parameter_sync_step / this") or max(1, batch // k)
+    if batch % k:
+        ledger.error("data.train_batch_size", f"{batch} is not divisible by parameter_sync_step ({k}): verl's V1 "
+                     "trainer splits it into that many local updates")
+    elif mode == "separate_async" and batch != k * mini:
+        ledger.error("data.train_batch_size", f"separate_async needs train_batch_size = parameter_sync_step × "
+                     f"ppo_mini_batch_size ({k} × {mini} = {k * mini}), got {batch} (verl asserts it)")
+    elif (batch // k) % mini:
+        ledger.error(f"{A}.ppo_mini_batch_size", f"{mini} does not divide train_batch_size / parameter_sync_step "
+                     f"({batch // k}): verl needs a whole number of mini-batches")
+    return {"prompts_per_step": max(1, batch // k), "mini_batches": max(1, batch // k // mini)}
 
 
 def _reward(ledger: Ledger, roles: dict, models: dict, algo: dict, pools: dict, train_pool: str, hw: str) -> None:

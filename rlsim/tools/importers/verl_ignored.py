@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlsim.tools.importers.common import Ledger
+from rlsim.tools.importers.common import NOT_MODELLED, Ledger
 from rlsim.tools.importers.common import any_of as _any
 from rlsim.tools.importers.common import key_leaf as _leaf
 from rlsim.tools.importers.common import key_prefix as _prefix
@@ -63,6 +63,9 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
      "roles.rollout.engine.quantization"),
     (_segment("mtp"), "MTP off in rollout, or its training and EAGLE tree settings (not modelled); with enable and "
      "enable_rollout it maps to roles.rollout.engine.speculative"),
+    (_leaf("use_remove_padding"),
+     "padding removal: not modelled (rlsim prices unpadded tokens, as use_remove_padding: true runs; padded "
+     "batches can make the update several times slower)"),
     (_leaf("ulysses_sequence_parallel_size", "context_parallel_size", "virtual_pipeline_model_parallel_size",
            "data_parallel_size", "dynamic_context_parallel", "fsdp_size"),
      "sequence / context / virtual-pipeline parallelism: not modelled"),
@@ -83,4 +86,4 @@ def ignore_rest(ledger: Ledger, kind: str) -> None:
         ledger.ignore("async_training", "dynamic resource scheduling / trainer validation: not modelled")
     for test, reason in RULES:
         ledger.ignore_matching(test, reason)
-    ledger.finish("not modelled by rlsim (no effect on the simulated step)")
+    ledger.finish(NOT_MODELLED)

@@ -26,6 +26,13 @@ def v1_mode(ledger: Ledger) -> str | None:
     return None
 
 
+def v1_sync_step(ledger: Ledger, mode: str | None) -> int:
+    """verl's trainer.v1.<mode>.parameter_sync_step (trainer_base.py reads it with default 1): the local updates
+    of one verl step, which split data.train_batch_size between them; one weight push after all of them."""
+    value = ledger.peek(f"{V1}.{mode}.parameter_sync_step") if mode else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
 def v1_pools(ledger: Ledger, mode: str, hw: str, nodes: int, per_node: int) -> tuple[dict, str, str]:
     train = {"hardware": hw, "nodes": nodes, "gpus_per_node": per_node}
     if mode == "colocate_async":

@@ -101,17 +101,28 @@ def _model_role(data: dict, name: str, gpus: int, train: TrainConfig | None, mic
     spec = role.setdefault("train", {}) or {}
     role["train"] = spec
     if train is not None:
-        tp = min(train.tp, gpus)
+        run = effective_train(train, gpus)
         parallel = role.get("parallel")
         ep = parallel.get("ep") if isinstance(parallel, dict) else None
         if train.ep is not None and (name == "actor" or _is_moe(data.get("models", {}).get(role.get("model")))):
             ep = train.ep
-        role["parallel"] = {"tp": tp, "pp": train.pp if gpus >= tp * train.pp else 1} | \
-            ({} if ep is None else {"ep": ep})
+        role["parallel"] = {"tp": run.tp, "pp": run.pp} | ({} if ep is None else {"ep": ep})
         spec.update(optimizer_offload=train.offload in ("optimizer", "all"),
                     param_offload=train.offload == "all", grad_offload=train.offload == "all")
     if micro_tokens is not None:
         spec["ppo_max_token_len_per_gpu"] = micro_tokens
+
+
+def effective_train(train: TrainConfig, gpus: int) -> TrainConfig:
+    """The config a role on `gpus` GPUs runs: tp capped at its GPUs, pp dropped where tp x pp does not fit."""
+    tp = min(train.tp, gpus)
+    return train.model_copy(update={"tp": tp, "pp": train.pp if gpus >= tp * train.pp else 1})
+
+
+def _simulated_train(layout: Layout, train: TrainConfig | None) -> TrainConfig | None:
+    """The training config as simulated (the actor's, else the first model role's): what labels name."""
+    role = next((r for r in MODEL_ROLES if r in layout.role_gpus), None)
+    return train if train is None or role is None else effective_train(train, layout.role_gpus[role])
 
 
 def _is_moe(model: Any) -> bool:
@@ -198,7 +209,16 @@ class _Point:
     def make(self, index: int, tp: int | None, train: TrainConfig | None, ep: int | None = None) -> Candidate:
         args = (self.layout, self.kind, self.fields, tp, train, self.micro, ep)
         data = {} if self.layout.problem else render(self.base, *args)
-        return Candidate(index, _label(*args), _knobs(*args), data, self.price)
+        named = (self.layout, self.kind, self.fields, tp, _simulated_train(self.layout, train), self.micro, ep)
+        return Candidate(index, _label(*named), _knobs(*named), data, self.price)
+
+    def simulated(self, train: TrainConfig | None) -> tuple:
+        """What a training config becomes on this layout, per model role: equal keys, the same simulation."""
+        if train is None:
+            return ()
+        roles = [r for r in MODEL_ROLES if r in self.layout.role_gpus]
+        return (train.offload, train.ep) + tuple(
+            (r, (run := effective_train(train, self.layout.role_gpus[r])).tp, run.pp) for r in roles)
 
 
 def enumerate_candidates(base: dict, space: Space, base_dir: Path | None = None,
@@ -229,8 +249,13 @@ def enumerate_candidates(base: dict, space: Space, base_dir: Path | None = None,
 
 
 def _first_fit(out: list[Candidate], point: _Point, gen, trains, first_fit: bool, base_dir: Path | None) -> None:
-    """Append the candidates of one layout: per training config, every generation (TP, EP), checked."""
+    """Append the candidates of one layout: per training config, every generation (TP, EP), checked. A config
+    that this layout's GPUs cap to one already tried (tp 4 and tp 8 on 2 GPUs are both tp 2) is skipped."""
+    tried = set()
     for train in trains:
+        if (key := point.simulated(train)) and key in tried:
+            continue
+        tried.add(key)
         batch = []
         for tp, ep in gen:
             cand = point.make(len(out), tp, train, ep)

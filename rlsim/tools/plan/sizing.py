@@ -6,7 +6,10 @@ every layout of the space (colocated, split, disaggregated, the asynchronous sch
 training TP) is a candidate; the analytic bounds drop those that cannot reach the target, successive
 halving simulates the rest (`run_search`), and the first size where a candidate meets the target is the
 answer, its layouts ranked by $ per million tokens (one price per hour at one size: by throughput).
-The answer's ± band is the 95% interval of throughput over seed replicates (report/uncertainty.py).
+The answer's ± band combines two parts, named where it is printed: the 95% interval of throughput over
+seed replicates (report/uncertainty.py) and the model's error where the job sits (the validation band of
+`rlsim run`, report/validation_band.py). Each answer says its margin over the target and how far the
+nearest smaller size fell short; a shortfall inside the band makes the choice a coin toss.
 """
 
 from __future__ import annotations
@@ -15,13 +18,20 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlsim.sim.api import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNITUDE
 from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
 from rlsim.tools.plan.search import Evaluation, Progress, run_search
 from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
+from rlsim.tools.report.validation_band import Band, band, scenario_regime
 
 DEFAULT_MAX_GPUS = 64
 SEED_REPLICATES = 3  # the answer's band: throughput over this many seeds
 TARGET_KEYS = ("tokens_per_s", "step_time_s", "steps", "deadline_h")
+# The range of each target: within it the sizing's constraints hold any value (a step time becomes hours, so
+# its floor keeps step_time_s / 3600 a number and not a denormal); beyond it, one line says so.
+TARGET_RANGE = {"tokens_per_s": (MIN_MAGNITUDE, MAX_NUMBER), "step_time_s": (3600 * MIN_MAGNITUDE, MAX_NUMBER),
+                "steps": (1, MAX_NUMBER), "deadline_h": (MIN_MAGNITUDE, MAX_NUMBER)}
+MOST_GPUS = MAX_NODES * MAX_GPUS_PER_NODE  # --gpu TYPE:MAX, MAX at most this
 _SCHEDULE = {"hybridflow": "sync", "one-step-off": "1-off", "fully-async": "async", "roll": "roll"}
 
 
@@ -48,6 +58,16 @@ class Target:
             return step <= self.step_time_s
         return self.steps * step / 3600.0 <= self.deadline_h
 
+    def ratio(self, summary: dict) -> float:
+        """How far a result goes towards the target: simulated / target for a throughput, target / simulated
+        for a step time or a deadline (>= 1: met)."""
+        step = float(summary["step_time_s"])
+        if self.tokens_per_s is not None:
+            return float(summary["throughput_tokens_per_s"]) / self.tokens_per_s
+        if self.step_time_s is not None:
+            return self.step_time_s / step if step > 0 else math.inf
+        return self.deadline_h * 3600.0 / (self.steps * step) if step > 0 else math.inf
+
     @property
     def text(self) -> str:
         if self.tokens_per_s is not None:
@@ -71,6 +91,10 @@ def parse_target(text: str) -> Target:
             raise ValueError(f"--target: {key}: expected a number, got {raw.strip()!r}") from None
         if not value > 0 or not math.isfinite(value):
             raise ValueError(f"--target: {key}: expected a number > 0, got {raw.strip()}")
+        low, high = TARGET_RANGE[key]
+        if not low <= value <= high:
+            raise ValueError(f"--target: {key}: must be {'<=' if value > high else '>='} "
+                             f"{high if value > high else low:g}, got {value:g}")
         values[key] = value
     kinds = [k for k in ("tokens_per_s", "step_time_s") if k in values] + (["steps"] if {"steps", "deadline_h"}
                                                                            & values.keys() else [])
@@ -87,18 +111,25 @@ def parse_target(text: str) -> Target:
 
 def parse_gpu(text: str, known: list[str]) -> tuple[str, int]:
     """`TYPE[:MAX]` -> (profile name, most GPUs); ValueError with one line for an unknown type or bad MAX."""
+    from rlsim.sim.api import canonical_profile, unknown_profile_message
+
     name, _, raw = text.partition(":")
     name = name.strip()
     if name not in known:
-        raise ValueError(f"--gpu: unknown GPU type {name!r}; shipped profiles: {', '.join(known)}")
+        found = canonical_profile(name, known)  # H100, NVIDIA H100 -> h100-sxm
+        if found is None:
+            why = unknown_profile_message(name, known).removeprefix(f"unknown hardware profile {name!r}")
+            raise ValueError(f"--gpu: unknown GPU type {name!r}{why.split(' (known')[0]}; shipped profiles: "
+                             f"{', '.join(known)}")
+        name = found
     if not raw:
         return name, DEFAULT_MAX_GPUS
     try:
         most = int(raw)
     except ValueError:
         raise ValueError(f"--gpu {text}: MAX must be a whole number of GPUs, got {raw!r}") from None
-    if most < 1:
-        raise ValueError(f"--gpu {text}: MAX must be >= 1")
+    if not 1 <= most <= MOST_GPUS:
+        raise ValueError(f"--gpu {text}: MAX must be between 1 and {MOST_GPUS:,} GPUs")
     return name, most
 
 
@@ -174,17 +205,84 @@ class Sizing:
     most: int
     tries: list[SizeTry] = field(default_factory=list)
     band: dict[str, float] = field(default_factory=dict)  # mean and 95% half-width over seed replicates
+    model: Band | None = None  # the model's error where the answer's job sits (validation residuals)
+    verdict: Verdict | None = None  # margin, smaller size's shortfall, band (see `verdict`)
 
     @property
     def answer(self) -> SizeTry | None:
         return self.tries[-1] if self.tries and self.tries[-1].ranking else None
 
 
+def best_simulated(evals: list[Evaluation], target: Target) -> Evaluation | None:
+    """The closest to the target among the results measured longest (the last rung any candidate reached): a
+    one-step result a longer measurement overruled is not quoted."""
+    simulated = [e for e in evals if e.summary is not None]
+    if not simulated:
+        return None
+    deepest = max(e.rung for e in simulated)
+    return max((e for e in simulated if e.rung == deepest), key=lambda e: target.ratio(e.summary))
+
+
+# Where no validated row resembles the job, a smaller size this close to the target is flagged all the same: the
+# per-row tolerance of the validation (docs/validation.md), the least a prediction may miss by with nothing to say.
+UNKNOWN_MODEL_ERROR_PCT = 25.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How safely an answer clears its target: its margin, the nearest smaller size's shortfall, and one band
+    with its two parts (seed spread, model error where this job sits)."""
+
+    margin_pct: float  # the answer beyond the target, % (Target.ratio - 1)
+    smaller_gpus: int | None  # the nearest smaller size tried
+    smaller_short_pct: float | None  # its best simulated result short of the target, %; None: none simulated
+    smaller_why: str  # why it fell short, one phrase
+    seed_pct: float | None  # 95% half-width of throughput over seed replicates, % of the mean
+    model_pct: float | None  # the model's error in this job's regime, % (validation band)
+    model_regime: str
+    model_rows: int
+
+    @property
+    def band_pct(self) -> float:
+        """The one band: seed spread and model error combined (root sum of squares: independent errors)."""
+        return math.hypot(self.seed_pct or 0.0, self.model_pct or 0.0)
+
+    @property
+    def coin_toss(self) -> bool:
+        """The nearest smaller size falls short of the target by less than the band: either size may be the
+        answer on a real cluster."""
+        if self.smaller_short_pct is None:
+            return False
+        if self.model_pct is None:  # no validated regime nearby: the model's own error is unknown here
+            return self.smaller_short_pct < max(self.band_pct, UNKNOWN_MODEL_ERROR_PCT)
+        return self.smaller_short_pct < self.band_pct
+
+
+def verdict(sizing: Sizing, target: Target) -> Verdict | None:
+    """The margin, the smaller size's shortfall and the band of one GPU type's answer (None: no answer)."""
+    ans = sizing.answer
+    if ans is None:
+        return None
+    smaller = sizing.tries[-2] if len(sizing.tries) > 1 else None
+    best = best_simulated(smaller.evaluations, target) if smaller is not None else None
+    seed = sizing.band
+    mean, half = seed.get("throughput_tokens_per_s"), seed.get("throughput_tokens_per_s_ci95")
+    model = sizing.model
+    return Verdict(
+        margin_pct=100 * (target.ratio(ans.ranking[0].summary) - 1),
+        smaller_gpus=smaller.gpus if smaller is not None else None,
+        smaller_short_pct=None if best is None else 100 * (1 - target.ratio(best.summary)),
+        smaller_why="" if smaller is None else "cannot hold the job (memory)" if smaller.memory_bound
+        else smaller.why_not,
+        seed_pct=100 * half / mean if mean and half is not None else None,
+        model_pct=None if model is None else model.pct, model_regime="" if model is None else model.regime,
+        model_rows=0 if model is None else model.rows)
+
+
 def _why_not(cands: list[Candidate], evals: list[Evaluation], target: Target) -> tuple[str, bool]:
     """Why no layout at one size met the target, in one phrase; and whether memory alone refused them all."""
-    simulated = [e for e in evals if e.summary is not None]
-    if simulated:
-        best = max(simulated, key=lambda e: e.summary["throughput_tokens_per_s"])
+    best = best_simulated(evals, target)
+    if best is not None:
         s = best.summary
         return (f"best simulated {s['throughput_tokens_per_s']:,.0f} tokens/s, step {s['step_time_s']:.1f} s "
                 f"({short_layout(cands[best.candidate])})", False)
@@ -214,7 +312,10 @@ def size_one(base: dict, base_dir: Path, space: Space, hardware: str, most: int,
         why, memory = ("", False) if ranking else _why_not(cands, result.evaluations, target)
         sizing.tries.append(SizeTry(gpus, cands, ranking, result.evaluations, why, memory))
         if ranking:
-            sizing.band = seed_band(cands[ranking[0].candidate], ranking[0], base_dir, seed)
+            answer = cands[ranking[0].candidate]
+            sizing.band = seed_band(answer, ranking[0], base_dir, seed)
+            sizing.model = None if answer.scenario is None else band(scenario_regime(answer.scenario))
+            sizing.verdict = verdict(sizing, target)
             break
     return sizing
 
@@ -243,15 +344,34 @@ def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int) -> 
     return out
 
 
+def fit_problem(problem) -> bool:
+    """A scenario problem that only says the job does not fit the scenario's own GPUs (memory, KV cache): the
+    sizing replaces that cluster by each size it tries, so such a problem is no reason to refuse."""
+    return problem.path.startswith("roles.") and ("does not fit" in problem.message
+                                                  or problem.message.startswith("KV cache holds"))
+
+
+def checked_apart_from_fit(scenario: Path, overrides: tuple[str, ...]) -> None:
+    """Validate the scenario as `load_scenario` does, except that it need not fit its own cluster."""
+    from rlsim.sim.api import ScenarioError, load_scenario
+
+    try:
+        load_scenario(scenario, overrides)
+    except ScenarioError as exc:
+        others = [p for p in exc.problems if not fit_problem(p)]
+        if others:
+            raise ScenarioError(exc.source, others) from None
+
+
 def size_cluster(scenario: Path, target: Target, gpus: list[tuple[str, int]], space: Space | None = None,
                  overrides: tuple[str, ...] = (), backend: str = "serial", workers: int | None = None,
                  seed: int | None = None, progress: Progress | None = None) -> list[Sizing]:
     """Per GPU type, the smallest cluster and the cheapest layout on it reaching `target`."""
-    from rlsim.sim.api import apply_overrides, load_scenario, read_yaml
+    from rlsim.sim.api import apply_overrides, read_yaml
 
-    base_scn = load_scenario(scenario, overrides)  # the scenario itself must be valid
+    checked_apart_from_fit(scenario, overrides)
     base = apply_overrides(read_yaml(scenario), overrides, str(scenario))
-    seed = base_scn.seed if seed is None else seed
+    seed = int(base.get("seed", 0)) if seed is None else seed
     base_dir = scenario.resolve().parent
     space = space or default_space()
     return [size_one(base, base_dir, space, hw, most, target, backend, workers, seed, progress)

@@ -14,7 +14,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rlsim.tools.plan.search import Evaluation
-from rlsim.tools.plan.sizing import SizeTry, Sizing, Target, short_layout
+from rlsim.tools.plan.sizing import SEED_REPLICATES as SEEDS
+from rlsim.tools.plan.sizing import UNKNOWN_MODEL_ERROR_PCT, SizeTry, Sizing, Target, short_layout
 
 RUNNERS_UP = 2
 RESOURCE = {"generate": "generation", "judge": "generation", "env": "generation", "train": "training",
@@ -83,6 +84,10 @@ def _row(sz: Sizing, ans: SizeTry, rank: int, e: Evaluation) -> dict:
     if rank == 1 and sz.band:
         for k, v in sz.band.items():
             row[f"band_{k}"] = v
+    if rank == 1 and (v := sz.verdict) is not None:
+        row |= {"margin_pct": v.margin_pct, "smaller_gpus": v.smaller_gpus, "smaller_short_pct": v.smaller_short_pct,
+                "band_pct": v.band_pct, "band_seed_pct": v.seed_pct, "band_model_error_pct": v.model_pct,
+                "coin_toss": v.coin_toss}
     return row
 
 
@@ -94,8 +99,40 @@ def sizing_table(sizings: list[Sizing]) -> pd.DataFrame:
 
 
 def band_pct(row: dict) -> str:
+    """The one band of an answer (seed spread and model error combined), else the seed spread alone."""
+    if row.get("band_pct") is not None:  # "+?": the model's error is unknown here (no validated regime nearby)
+        return _pct(row["band_pct"]) + ("+?" if row.get("band_model_error_pct") is None else "")
     half, mean = row.get("band_throughput_tokens_per_s_ci95"), row.get("band_throughput_tokens_per_s")
     return "" if half is None or not mean else f"{100 * half / mean:.1f}%"
+
+
+def verdict_lines(sizings: list[Sizing], target: Target) -> list[str]:
+    """Per answer: its margin over the target, the nearest smaller size's shortfall, the band with its parts
+    named, and a coin-toss flag where the smaller size falls short by less than the band."""
+    out = []
+    for sz in sizings:
+        v = sz.verdict
+        if v is None:
+            continue
+        line = f"{sz.hardware}: {sz.answer.gpus} GPUs, margin {v.margin_pct:+.1f}% over {target.text}"
+        if v.smaller_gpus is not None:
+            fewer = f"{v.smaller_gpus} GPU{'s' if v.smaller_gpus > 1 else ''}"
+            line += (f"; {fewer}: {v.smaller_why}" if v.smaller_short_pct is None
+                     else f"; {fewer} fall{'s' if v.smaller_gpus == 1 else ''} {v.smaller_short_pct:.1f}% short")
+        out.append(line + ".")
+        seed = (f"seed spread {_pct(v.seed_pct)} (95%, {SEEDS} seeds)" if v.seed_pct is not None
+                else "seed spread not measured")
+        model = (f"model error {_pct(v.model_pct)} (RMS of the {v.model_rows} validated rows like this job: "
+                 f"{v.model_regime})" if v.model_pct is not None else
+                 "model error unknown: no validated regime nearby, so size with margin")
+        out.append(f"  band ± {_pct(v.band_pct)} = {seed} with {model}")
+        if v.coin_toss:
+            within = ("the band" if v.model_pct is not None else
+                      f"{UNKNOWN_MODEL_ERROR_PCT:.0f}% (the model's error here is unknown)")
+            out.append(f"  COIN TOSS: {v.smaller_gpus} GPUs fall short by less than {within}, so either size may "
+                       "be the answer; a calibration run on your cluster (rlsim calibrate --from-log LOG "
+                       "--scenario JOB) would settle it")
+    return out
 
 
 def text_rows(sizings: list[Sizing]) -> list[tuple[str, ...]]:
@@ -110,6 +147,10 @@ def text_rows(sizings: list[Sizing]) -> list[tuple[str, ...]]:
                     f"{r['step_time_s']:.1f}", f"{r['throughput_tokens_per_s']:,.0f}", band_pct(r),
                     "-" if cost is None else f"{cost:.3f}"))
     return out
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f}%" if value >= 10 else f"{value:.1f}%"
 
 
 def recommendation(sizings: list[Sizing], target: Target) -> str:
@@ -201,6 +242,7 @@ def write_sizing(sizings: list[Sizing], target: Target, out: Path) -> dict[str, 
     paths = {"csv": out / "plan.csv", "png": out / "sizing.png", "md": out / "sizing.md"}
     sizing_table(sizings).to_csv(paths["csv"], index=False)
     paths["png"] = save_figure(sizing_figure(sizings, target), paths["png"])
-    lines = [f"# rlsim plan: smallest cluster for {target.text}", "", recommendation(sizings, target), ""]
+    lines = [f"# rlsim plan: smallest cluster for {target.text}", "", recommendation(sizings, target), "",
+             *verdict_lines(sizings, target), ""]
     paths["md"].write_text("\n".join(lines))
     return paths

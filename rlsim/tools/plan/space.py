@@ -30,7 +30,7 @@ Objective = Literal["throughput", "cost", "time-to-steps"]
 
 def _known_hardware(name: str) -> str:
     """A hardware profile that loads: an unknown name is one line listing the known profiles."""
-    from rlsim.sim.api import load_profile
+    from rlsim.sim.api import canonical_profile, load_profile
 
     try:
         load_profile(name)
@@ -38,7 +38,7 @@ def _known_hardware(name: str) -> str:
         raise ValueError(str(exc.args[0])) from None
     except Exception as exc:  # a broken profile file
         raise ValueError(f"invalid hardware profile {name!r}: {' '.join(str(exc).split())[:200]}") from None
-    return name
+    return name if name.endswith((".yaml", ".yml")) else canonical_profile(name) or name
 
 
 class GpuOption(Strict):

@@ -56,19 +56,23 @@ def closed_engine_stats(engine_stats: pd.DataFrame, timeline: pd.DataFrame | Non
     """Engine samples plus `running = 0` at the end of each of the engine's busy intervals.
 
     Engines sample at batch changes but not when the last sequences leave, so without this a step
-    plot would hold the final batch size until the next step starts.
+    plot would hold the final batch size until the next step starts. An engine whose pool also trains
+    (colocated: the hybrid engine sleeps and frees its KV cache while the GPUs train) holds no KV after
+    its busy interval either; an engine on GPUs of its own keeps its last KV use until its next sample.
     """
     if engine_stats is None or engine_stats.empty or timeline is None or timeline.empty:
         return engine_stats
     engines = engine_stats.drop_duplicates("engine").set_index("engine")
     ends = timeline[timeline["gpu_group"].isin(engines.index)][["gpu_group", "end_s"]]
+    training = set(timeline.loc[timeline["phase"].isin(("train", "forward")), "pool"])
+    pools = engines.loc[ends["gpu_group"], "pool"].to_numpy()
     extra = pd.DataFrame(
         {
             "engine": ends["gpu_group"].to_numpy(),
-            "pool": engines.loc[ends["gpu_group"], "pool"].to_numpy(),
+            "pool": pools,
             "time_s": ends["end_s"].to_numpy(),
             "running": 0,
-            "kv_tokens": np.nan,
+            "kv_tokens": np.where(np.isin(pools, list(training)), 0.0, np.nan),
             "kv_capacity_tokens": engines.loc[ends["gpu_group"], "kv_capacity_tokens"].to_numpy(),
         }
     )

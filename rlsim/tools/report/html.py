@@ -23,7 +23,8 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #d
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee}
 td.n{text-align:right;font-variant-numeric:tabular-nums}th{text-align:left;background:#f6f6f6}
 pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:12px}.fig svg,.fig img{max-width:100%;height:auto}
-.scroll{max-height:28em;overflow:auto}"""
+.scroll{max-height:28em;max-width:100%;overflow:auto}.scroll th{position:sticky;top:0}
+.wide td,.wide th{white-space:nowrap}td.label{white-space:pre}details{margin:.5em 0}"""
 
 PERFETTO = (
     "Open <a href='https://ui.perfetto.dev'>ui.perfetto.dev</a> (or <code>chrome://tracing</code>) and "
@@ -51,8 +52,9 @@ def svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
-def _frame(df: pd.DataFrame, max_rows: int = 200) -> str:
-    """A DataFrame as an HTML table, numbers right-aligned and formatted by column kind."""
+def _frame(df: pd.DataFrame, max_rows: int = 200, wide: bool = False) -> str:
+    """A DataFrame as an HTML table, numbers right-aligned and formatted by column kind; in a box that scrolls
+    both ways (a wide table, `wide`, keeps each cell on one line and scrolls sideways instead of squeezing)."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     rows = []
     for _, r in df.head(max_rows).iterrows():
@@ -63,7 +65,8 @@ def _frame(df: pd.DataFrame, max_rows: int = 200) -> str:
             cells.append(f"<td{' class=n' if number else ''}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p>… {len(df) - max_rows} more rows in the CSV.</p>" if len(df) > max_rows else ""
-    return f"<div class=scroll><table><tr>{head}</tr>{''.join(rows)}</table></div>{more}"
+    kind = "scroll wide" if wide else "scroll"
+    return f"<div class='{kind}'><table><tr>{head}</tr>{''.join(rows)}</table></div>{more}"
 
 
 def _images(folder: Path, skip: set[str]) -> list[str]:
@@ -82,16 +85,31 @@ def _images(folder: Path, skip: set[str]) -> list[str]:
     return out
 
 
+def _labelled(flat: dict[str, float], tables) -> str:
+    """The run's summary as `rlsim run` prints it: rows named for people, in reading order (output.metric_rows)."""
+    from rlsim.tools.report.output import metric_rows, phase_means
+
+    values = dict(flat)
+    if not tables.steps.empty:
+        values.update({f"timing_s/{k}": v for k, v in phase_means(tables.steps).items()})
+    rows = [("scenario", tables.name or ""), ("GPUs", show("num_gpus", values.get("num_gpus"))),
+            ("measured steps", show("steps", values.get("steps"))), *metric_rows(values, None, tables.pool_gpus)]
+    body = "".join(f"<tr><td class=label>{html.escape(label)}</td><td class=n>{html.escape(value)}</td></tr>"
+                   for label, value in rows)
+    return f"<div class=scroll><table><tr><th>metric</th><th>value</th></tr>{body}</table></div>"
+
+
 def _run_sections(folder: Path) -> tuple[str, list[str]]:
     from rlsim.tools.report.output import load_run
     from rlsim.tools.report.plots import PLOTS
 
     summary, tables = load_run(folder)
     flat = flat_metrics(summary)
+    parts = ["<h2>Summary</h2>" + _labelled(flat, tables)]
     rows = pd.DataFrame({"metric": list(flat), "value": [show(k, v) for k, v in flat.items()]})
-    parts = ["<h2>Summary</h2>" + _frame(rows)]
+    parts.append("<details><summary>every summary.json key</summary>" + _frame(rows) + "</details>")
     steps = tables.steps.drop(columns=[c for c in tables.steps.columns if c.startswith("perf/")], errors="ignore")
-    parts.append("<h2>Per step</h2>" + _frame(steps))
+    parts.append("<h2>Per step</h2>" + _frame(steps, wide=True))
     figures = []
     for kind in ("gantt", "breakdown", "idle"):
         stem, make = PLOTS[kind]

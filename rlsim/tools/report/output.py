@@ -202,31 +202,18 @@ def _useful_rows(values: dict, pool: str, val) -> list[tuple[str, str]]:
     return rows
 
 
-def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tuple[str, str]]:
-    """Human-readable (metric, value) rows for the terminal.
-
-    `stats` (uncertainty.mean_interval over seed replicates, indexed by run_metrics keys) replaces
-    each value by the replicates' mean and adds its 95% interval.
-    """
-    values = run_metrics(result)
-    ci: dict[str, float] = {}
-    if stats is not None:
-        values.update(stats["mean"].dropna().to_dict())
-        ci = stats["ci95"].dropna().to_dict()
+def metric_rows(values: dict, ci: dict | None = None, pool_gpus: dict[str, int] | None = None
+                ) -> list[tuple[str, str]]:
+    """(label, value) rows of a run's metrics in reading order, named for people: step time and its phases,
+    throughput, idle and busy shares per pool, staleness, GPU-hours, cost. `values` are run_metrics keys
+    (summary.json flattened, plus timing_s/<phase> means); the terminal summary and the HTML report share them."""
+    ci = ci or {}
+    pool_gpus = pool_gpus or {}
 
     def val(key: str, suffix: str = "") -> str:
         return show(key, values.get(key), ci.get(key)) + suffix
 
-    scn = result.scenario
-    pools = scn.cluster.pools
-    hw = ", ".join(f"{p.gpus}x {p.hardware}" for p in pools.values())
-    warm = f" (+{scn.warmup_steps} warm-up)" if scn.warmup_steps else ""
-    rows = [
-        ("scenario", f"{scn.name} ({scn.schedule.kind})"),
-        ("GPUs", f"{values['num_gpus']:.0f}: {hw}"),
-        ("measured steps", f"{values['steps']:.0f}{warm}"),
-        ("step time (mean)", val("step_time_s")),
-    ]
+    rows = [("step time (mean)", val("step_time_s"))]
     # Phase timers overlap in asynchronous schedules (generation runs beside training): they are shown
     # as seconds only; the critical-path shares below are the ones that add up to 100%.
     for phase in [k.removeprefix("timing_s/") for k in values if k.startswith("timing_s/")]:
@@ -243,7 +230,8 @@ def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tupl
     ]
     for key in [k for k in values if k.startswith("idle_fraction_by_pool/")]:
         pool = key.removeprefix("idle_fraction_by_pool/")
-        rows.append((f"  idle: {pool} ({pools[pool].gpus} GPUs)" if pool in pools else f"  idle: {pool}", val(key)))
+        label = f"  idle: {pool} ({pool_gpus[pool]} GPUs)" if pool in pool_gpus else f"  idle: {pool}"
+        rows.append((label, val(key)))
         rows += _useful_rows(values, pool, val)
     for key in [k for k in values if k.startswith("busy_fraction_by_phase/")]:
         rows.append((f"  busy: {key.removeprefix('busy_fraction_by_phase/')}", val(key)))
@@ -256,6 +244,30 @@ def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tupl
         rows.append(("  per million tokens", val("cost_per_million_tokens_usd")))
     else:
         rows.append(("cost", "n/a (set price_usd_per_gpu_hour on every pool)"))
+    return rows
+
+
+def summary_rows(result: Result, stats: pd.DataFrame | None = None) -> list[tuple[str, str]]:
+    """Human-readable (metric, value) rows for the terminal.
+
+    `stats` (uncertainty.mean_interval over seed replicates, indexed by run_metrics keys) replaces
+    each value by the replicates' mean and adds its 95% interval.
+    """
+    values = run_metrics(result)
+    ci: dict[str, float] = {}
+    if stats is not None:
+        values.update(stats["mean"].dropna().to_dict())
+        ci = stats["ci95"].dropna().to_dict()
+    scn = result.scenario
+    pools = scn.cluster.pools
+    hw = ", ".join(f"{p.gpus}x {p.hardware}" for p in pools.values())
+    warm = f" (+{scn.warmup_steps} warm-up)" if scn.warmup_steps else ""
+    rows = [
+        ("scenario", f"{scn.name} ({scn.schedule.kind})"),
+        ("GPUs", f"{values['num_gpus']:.0f}: {hw}"),
+        ("measured steps", f"{values['steps']:.0f}{warm}"),
+    ]
+    rows += metric_rows(values, ci, {name: p.gpus for name, p in pools.items()})
     m = result.meta
     rows.append(
         (

@@ -41,7 +41,10 @@ __all__ = [  # re-exported: callers and tests import these from here
 
 
 def _timing_columns(steps: pd.DataFrame) -> list[str]:
-    return [c for c in steps.columns if c.startswith("timing_s/") and c != "timing_s/step"]
+    """The phases of a step: `timing_s/<phase>`, not `timing_s/<phase>/<part>` (the parts of another phase, e.g. the
+    hybrid engine's transition/wake, /gather, ... inside update_weights), which would count twice in a stack."""
+    return [c for c in steps.columns if c.startswith("timing_s/") and c != "timing_s/step"
+            and "/" not in c.removeprefix("timing_s/")]
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
@@ -238,8 +241,9 @@ def long_tail(samples: pd.DataFrame, steps: pd.DataFrame, max_points: int = 50_0
                 rasterized=True,
                 label=f"step {k}",
             )
-        if len(step_ids) > 1:
-            legend_outside(ax, fontsize=8, markerscale=2.5, frameon=False)
+        if len(step_ids) > 1:  # under the axes: right of them sit the twin axis' ticks and label
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(step_ids), fontsize=8,
+                      markerscale=2.5, frameon=False)
     else:
         sc = ax.scatter(
             shown["rel"],
@@ -296,7 +300,11 @@ def engine_load(
     if engine_stats is None or engine_stats.empty:
         return empty_figure(title, "no engine statistics")
     engine_stats = closed_engine_stats(engine_stats, timeline)
-    scale, unit = time_unit(float(engine_stats["time_s"].max()))
+    # the whole run, not only up to the engines' last sample (the last training phase comes after it)
+    ends = [float(engine_stats["time_s"].max())]
+    ends += [float(t["end_s"].max()) for t in (steps, timeline) if t is not None and not t.empty and "end_s" in t]
+    run_end = max(ends)
+    scale, unit = time_unit(run_end)
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
     engines = list(dict.fromkeys(engine_stats["engine"]))
     many = len(engines) > max_engines
@@ -365,7 +373,7 @@ def engine_load(
     ax2.set_xlabel(f"simulated time ({unit})")
     ax1.set_title(title + ("" if steps is None or steps.empty else " (dashed: step ends)"))
     ax1.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax2.set_xlim(0, float(engine_stats["time_s"].max()) / scale * 1.01)
+    ax2.set_xlim(0, run_end / scale * 1.01)
     fig.tight_layout()
     return fig
 

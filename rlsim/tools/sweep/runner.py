@@ -266,6 +266,10 @@ class RayBackend:
         self._ray: Any = None
 
     def __enter__(self) -> RayBackend:
+        if self.address:  # nothing listening, or not a Ray GCS: one line in seconds, before importing Ray
+            from rlsim.tools.sweep.ray_address import probe
+
+            probe(self.address)
         try:
             import ray
         except ImportError:
@@ -273,9 +277,8 @@ class RayBackend:
         self._ray = ray
         if not ray.is_initialized():
             if self.address:
-                from rlsim.tools.sweep.ray_address import bounded_init, probe
+                from rlsim.tools.sweep.ray_address import bounded_init
 
-                probe(self.address)  # nothing listening: one line in seconds, not minutes of retries
                 bounded_init(lambda: ray.init(address=self.address, log_to_driver=False), self.address)
             else:
                 ray.init(
@@ -328,8 +331,8 @@ def make_backend(name: str, workers: int | None = None, ray_address: str | None 
     if name == "ray":
         if importlib.util.find_spec("ray") is None:
             raise SweepError(["--backend ray: Ray is not installed (pip install 'rlsim[ray]')"])
-        address = ray_address or os.environ.get("RAY_ADDRESS") or None
-        if address:
+        address = ray_address if ray_address is not None else os.environ.get("RAY_ADDRESS") or None
+        if address is not None:  # "" (an unset shell variable) is refused, not read as "start a local Ray"
             from rlsim.tools.sweep.ray_address import parse_address
 
             parse_address(address)  # a malformed address fails before anything else is touched

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
@@ -72,6 +72,18 @@ class PoolSpec(Strict):
         description="Hardware profile numbers replaced for this pool, e.g. {train_mfu: 0.35, decode_eta_mem: 0.6} "
         "(any numeric profile field but the price; the profile's own bounds apply)",
     )
+
+    @field_validator("hardware", mode="before")
+    @classmethod
+    def _canonical_hardware(cls, value):
+        """`H100`, `NVIDIA H100` -> `h100-sxm` (rlsim.sim.hardware.canonical_profile); a path or an unknown name
+        is kept as given (loading it reports the unknown name)."""
+        if not isinstance(value, str) or value.endswith((".yaml", ".yml")) or "\0" in value:
+            return value
+        from rlsim.sim.hardware import available_profiles, canonical_profile
+
+        known = available_profiles()
+        return value if value in known else canonical_profile(value, known) or value
 
     @model_validator(mode="after")
     def _check_profile_overrides(self) -> PoolSpec:
