@@ -170,9 +170,7 @@ class CheckedLeastLoaded(LeastLoaded):
 
     def check(self) -> None:
         for e in self.engines:
-            if e not in self.dirty:
-                i = self._leaf[e]
-                assert self._tree[self._size + i] == (e.load + self._extra[i]) * self._size + i, e.name
+            assert self.consistent(e), e.name
 
 
 class CheckingEnvironment(SimEnvironment):
@@ -193,10 +191,10 @@ def test_engines_report_every_load_change(monkeypatch, data):
     prefill end, a request's end); a change they failed to report shows as a stale leaf after some event."""
     import importlib
 
-    import rlsim.sim.schedules.async_rollout as async_rollout
+    import rlsim.sim.schedules.least_loaded as least_loaded
 
     simulate_module = importlib.import_module("rlsim.sim.simulate")  # (the package exports a function of that name)
-    monkeypatch.setattr(async_rollout, "LeastLoaded", CheckedLeastLoaded)
+    monkeypatch.setattr(least_loaded, "LeastLoaded", CheckedLeastLoaded)
     monkeypatch.setattr(simulate_module, "SimEnvironment", CheckingEnvironment)
     monkeypatch.setattr(CheckedLeastLoaded, "made", [])
     CheckingEnvironment.events = 0
@@ -269,7 +267,7 @@ def test_request_engine_fields_are_not_arguments():
     from rlsim.sim.engine.request import Request
 
     r = Request(1, 10, 5, 100, ("traj", 3))
-    assert (r.engine, r.generated, r.version_tokens, r._heap_seq) == (None, 0, {}, -1)
+    assert (r.engine, r.generated, r.version_tokens, r.heap_seq) == (None, 0, {}, -1)
     assert Request(2, 1, 1).version_tokens is not r.version_tokens  # one dict per request
     with pytest.raises(TypeError):
         Request(1, 10, 5, 100, ("traj", 3), {"turn": 0})

@@ -1,10 +1,12 @@
 """Multi-turn agentic trajectories: generate, call a tool, append its observation, generate again.
 
 A trajectory is sticky to one engine, so its prefix stays in that engine's prefix cache between turns
-(re-prefilled only when evicted or after a weight update drops the KV). Each turn is one request whose
-`prefix_tokens` is the context so far and whose `prompt_tokens` are the new tokens (the prompt, then
-each observation). Tool calls run on CPU-side environment pools (rlsim/sim/engine/tools.py): the GPUs do
-not wait on them unless the schedule makes them.
+(re-prefilled only when evicted or after a weight update drops the KV). Under a schedule whose engines may
+sleep (GPU lending, re-splitting), each turn asks the schedule's load balancer where it goes: its engine while
+awake, else the least-loaded awake engine (which re-prefills the context), else it waits for one to wake.
+Each turn is one request whose `prefix_tokens` is the context so far and whose `prompt_tokens` are the new
+tokens (the prompt, then each observation). Tool calls run on CPU-side environment pools
+(rlsim/sim/engine/tools.py): the GPUs do not wait on them unless the schedule makes them.
 """
 
 from __future__ import annotations
@@ -67,8 +69,11 @@ def _tool_table(mix: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], Ca
     return tuple(n for n, _ in mix), weighted_index_sampler([w for _, w in mix])
 
 
-def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None):
-    """SimPy process body (use with `yield from`): the turns of one trajectory on one engine."""
+def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None, balancer=None):
+    """SimPy process body (use with `yield from`): the turns of one trajectory on one engine.
+
+    With a `balancer` (schedules/least_loaded.py) the trajectory is pinned to `engine` there, and every turn
+    goes where `balancer.sticky` says: no turn is ever submitted to an engine that sleeps."""
     rng = env.rng
     traj.engine = engine.name
     traj.started_s = env.now
@@ -79,9 +84,20 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None)
     pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
     turn_tokens, submit, key = tokens_per_turn.sampler(), engine.submit, ("traj", traj.tid)
     next_rid = env.next_request_id
+    place = None if balancer is None else balancer.sticky
     for turn in range(traj.turns_planned):
         if traj.cancelled:
             break
+        if place is not None:
+            where = place(engine)
+            if where is not engine:  # its engine went to sleep: the pin moves to an awake one
+                while where is None:  # none is awake: wait until one wakes
+                    yield balancer.woken()
+                    where = place(engine)
+                engine, submit = where, where.submit
+                traj.engine = where.name
+                if traj.cancelled:
+                    break
         room = max_context - traj.context - new_tokens
         if room <= 0:
             break  # the observation filled the context: the trajectory ends here
