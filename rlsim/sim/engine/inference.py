@@ -12,6 +12,8 @@ the step in flight (one timeout, no Interrupt event, no exception), and further 
 step change nothing, exactly as an engine's scheduler looks at its queue once per step.
 """
 
+# size: one class, whose hot path (admission, decode segments) and the public methods schedules call (hold/release,
+# step and prefill times, prefix sharing, a per-step overhead) share its slots; split, every turn would pay a hop.
 from __future__ import annotations
 
 import heapq
