@@ -145,6 +145,8 @@ class InferenceEngine:
             self._wake_up()
         elif req in self.waiting:
             self.waiting.remove(req)
+        elif req in self._held:  # held aside by a drain: it does not come back on `release`
+            self._held.remove(req)
         req.aborted = True
         if req.done is not None:
             self.env.succeed_once(req.done, req)
@@ -193,6 +195,8 @@ class InferenceEngine:
         held, self._held = self._held, []
         self.waiting.extendleft(reversed(held))
         self.load_watch.add(self)
+        if held and len(self.running) < self._max_num_seqs:
+            self._wake_up()  # (a paused engine admits them when it resumes)
 
     def _hold_the_rest(self) -> None:
         keep, waiting = self._keep, self.waiting

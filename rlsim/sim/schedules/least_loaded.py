@@ -44,10 +44,6 @@ class LeastLoaded:
         self._asleep[self._leaf[engine]] = asleep
         self.dirty.add(engine)
 
-    def touch(self, engine) -> None:
-        """`engine.load` changed from outside the engine (a schedule edited its queue)."""
-        self.dirty.add(engine)
-
     def pick(self):
         """The awake engine with the smallest load plus pinned work, ties to the smallest name; None if none."""
         if self.dirty:
@@ -175,10 +171,6 @@ class LoadBalancer:
             self._index.add(engine, -1)
             self._index.add(other, +1)
         return other
-
-    def touch(self, engine) -> None:
-        """`engine.load` changed from outside the engine."""
-        self._index.touch(engine)
 
     def consistent(self) -> bool:
         """Whether the index holds every engine's load and pins as they are (tests)."""
