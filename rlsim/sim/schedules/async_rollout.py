@@ -291,7 +291,8 @@ class AsyncRolloutSchedule(RLSchedule):
 
     def withdraw(self, engine, requests: list[Request]) -> list[Sample]:
         """Abort `requests` on `engine`; the samples they served keep their partial output and are returned, to be
-        placed again (an agent's turn is aborted with its trajectory)."""
+        placed again. An agent's turn ends its trajectory, unless its engine was put to sleep first: then the
+        trajectory takes the turn elsewhere itself (schedules/trajectories.py)."""
         out = []
         for req in requests:
             s = self._live.pop(req, None)
