@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlsim.sim.engine.environment import SimEnvironment
-from rlsim.sim.results.lifecycle import SampleState
+from rlsim.sim.results.lifecycle import Reason, SampleState
 from rlsim.sim.scenario.loader import parse_scenario
 from rlsim.sim.schedules import build_schedule
 from rlsim.sim.simulate import simulate
+from rlsim.tools.report.plots import busy_by_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = yaml.safe_load((ROOT / "scenarios/agentic/tool-latency-base.yaml").read_text())
@@ -172,3 +175,50 @@ def test_roll_rlvr_rollout_share_finding():
     found = bound_findings().set_index("name")
     row = found.loc["ROLL RLVR: rollout share of step time (rlvr-qwen2.5-7b-judge)"]
     assert bool(row["passed"]) and float(row["simulated"]) > 0.70
+
+
+# ---------------------------------------------------------------- agents on engines that sleep (verl V1 lending)
+
+LEND_AGENT = yaml.safe_load((ROOT / "tests/repros/16-verl-v1-lending-agent-double-books-gpus.yaml").read_text())
+
+
+@settings(max_examples=12, deadline=None)
+@given(colocated=st.booleans(), turns=st.integers(1, 4), latency=st.sampled_from([0.0, 0.3, 2.0, 8.0]),
+       train_gpus=st.sampled_from([2, 4, 6]), tp=st.sampled_from([1, 2]), sync=st.integers(1, 2),
+       prompts=st.integers(1, 4), n=st.integers(1, 3), slots=st.integers(1, 6), seed=st.integers(0, 20))
+def test_lent_engines_take_agent_turns_only_while_awake(colocated, turns, latency, train_gpus, tp, sync, prompts, n,
+                                                        slots, seed):
+    """verl V1 lending and colocate_async with multi-turn agents whose tools take time: engines on the trainer's
+    GPUs sleep while it trains, and no turn (first or later) ever runs on them then. The GPU ledger holds it: no
+    GPU group busy twice at once, no pool busier than its size, busy + idle = the pool's GPU-time. A turn running
+    when its engine is put to sleep moves with its partial output, as a sample does."""
+    data = copy.deepcopy(LEND_AGENT)
+    data["seed"], data["steps"] = seed, 2
+    data["cluster"]["pools"]["train"]["gpus_per_node"] = max(train_gpus, 4 if colocated else 2)  # (memory: >= 4)
+    data["roles"]["rollout"]["parallel"]["tp"] = tp
+    data["algorithm"].update(prompts_per_step=prompts, samples_per_prompt=n)
+    data["workload"]["agent"]["turns"] = {"kind": "uniform", "min": 1, "max": turns} if turns > 1 else \
+        {"kind": "fixed", "value": 1}
+    data["environments"]["pools"]["sandbox"]["concurrency"] = slots
+    data["environments"]["tools"]["search"]["latency"] = {"kind": "fixed", "value": latency}
+    data["schedule"]["parameter_sync_step"] = sync
+    if colocated:
+        data["roles"]["rollout"]["pool"] = "train"
+        data["schedule"].update(trainer_mode="colocate_async", hybrid_rollout={"enable_switch": False})
+    res = simulate(parse_scenario(data, source="lend-agent"))  # the ledger refuses a double booking (OverbookedPool)
+    tl = res.timeline
+    for _, g in tl.groupby("gpu_group"):
+        g = g.sort_values("start_s")
+        assert (g["start_s"].to_numpy()[1:] >= g["end_s"].to_numpy()[:-1] - 1e-9).all()
+    pools = {p: spec.gpus for p, spec in res.scenario.cluster.pools.items()}
+    frac = busy_by_pool(tl, res.steps, pools)
+    for pool, idle in res.summary["idle_fraction_by_pool"].items():
+        assert frac.loc[pool].drop("idle").sum() + idle == pytest.approx(1.0, abs=1e-9), pool
+    lent = tl[tl["gpu_group"].str.startswith("lent-") | (tl["pool"] == "train") & (tl["phase"] == "generate")]
+    training = tl[(tl["role"] == "actor") & (tl["phase"] != "switch")]
+    for _, t in training.iterrows():  # nothing generates on the trainer's GPUs while it trains
+        assert not ((lent["start_s"] < t["end_s"] - 1e-9) & (lent["end_s"] > t["start_s"] + 1e-9)).any()
+    # A turn running on an engine put to sleep goes on elsewhere with its partial output: no trajectory is lost to it.
+    assert not (res.trajectories["reason"] == Reason.MID_GENERATION).any()
+    done = res.trajectories[res.trajectories["outcome"] == "completed"]
+    assert (done["turns"] == done["turns_planned"]).all()

@@ -67,8 +67,14 @@ LAZY_FACADES = {name: _lazy_table(PACKAGE.parent / path) for name, path in (
     ("rlsim.sim.costs", "rlsim/sim/costs/__init__.py"))}
 
 
+@cache
+def _parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once for every test here (none of them changes it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parsed(path)
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -179,7 +185,7 @@ def test_tools_reach_the_simulator_through_its_public_api():
     when a tool moves onto the API: the list is exactly what is left)."""
     direct = set()
     for path in sorted((PACKAGE / "tools").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _parsed(path)
         direct |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
                    and n.module.startswith("rlsim.sim.") and n.module != "rlsim.sim.api"}
     assert direct == TOOLS_BEYOND_THE_API
@@ -261,7 +267,7 @@ def _simpy_private_uses(tree: ast.AST) -> list[tuple[int, str]]:
 def test_only_the_kernel_names_simpys_private_attributes():
     offenders = [f"{path.relative_to(PACKAGE.parent)}:{line} {what}"
                  for path in sorted(PACKAGE.rglob("*.py")) if path != KERNEL
-                 for line, what in _simpy_private_uses(ast.parse(path.read_text(encoding="utf-8")))]
+                 for line, what in _simpy_private_uses(_parsed(path))]
     assert offenders == []
 
 
@@ -287,10 +293,134 @@ def test_modules_and_functions_stay_small_or_say_why():
         lines = text.splitlines()
         if len(lines) > MAX_MODULE_LINES and not _has_reason(lines, 0, 40):
             too_big.append(f"{path.relative_to(PACKAGE.parent)}: {len(lines)} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(_parsed(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 length = node.end_lineno - node.lineno + 1
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 if length > MAX_FUNCTION_LINES and not _has_reason(lines, first - 4, first - 1):
                     too_big.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {length} lines")
     assert too_big == []
+
+
+# ---------------------------------------------------------------- private names stay in their module
+# `x._name` is refused where `_name` is defined in another module of the package: an object offers what others need
+# as methods or public attributes. `self._name` inside the module that defines it is fine; a subclass in another
+# module touching a private name of its base class is a reach too. The SimPy internals the kernel names are the
+# kernel's business (the test above).
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _names(tree: ast.AST) -> tuple[set[str], list[tuple[ast.AST, str]]]:
+    """What a module (or a class body) does with private names, in one walk: the names it defines (functions,
+    classes, assigned names, arguments, `self._x = ...` attributes, `__slots__` entries) and the nodes that use a
+    private attribute (`x._name`, `getattr(x, "_name")`)."""
+    defined, used = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if _private(node.attr):
+                used.append((node, node.attr))
+                if isinstance(node.ctx, ast.Store) and _is_self(node.value):
+                    defined.add(node.attr)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, ast.Assign):
+            if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+                defined.update(c.value for c in ast.walk(node.value)
+                               if isinstance(c, ast.Constant) and isinstance(c.value, str))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and _private(node.args[1].value)):
+            used.append((node, node.args[1].value))
+    return {n for n in defined if _private(n)}, used
+
+
+def _classes(trees: dict[str, ast.AST]) -> dict[tuple[str, str], tuple[ast.ClassDef, list[tuple[str, str]]]]:
+    """(module, class) -> (its node, its bases as (module, class)), bases found through `from rlsim... import`."""
+    out = {}
+    for mod, tree in trees.items():
+        imported = {a.asname or a.name: n.module for n in tree.body if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").startswith("rlsim") for a in n.names}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                out[(mod, node.name)] = (node, [(imported.get(b.id, mod), b.id) for b in node.bases
+                                                if isinstance(b, ast.Name)])
+    return out
+
+
+def _private_reaches(trees: dict[str, ast.AST], paths: dict[str, Path]) -> list[str]:
+    names = {mod: _names(tree) for mod, tree in trees.items()}
+    owner: dict[str, str] = {}
+    for mod in sorted(names):
+        for name in names[mod][0]:
+            owner.setdefault(name, mod)
+    classes = _classes(trees)
+    class_names = {key: _names(node) for key, (node, bases) in classes.items() if bases}
+
+    def inherited(key, seen=()) -> dict[str, str]:
+        """Private names a class gets from base classes defined in other modules -> the module."""
+        out: dict[str, str] = {}
+        for base in classes[key][1]:
+            if base not in classes or base in seen:
+                continue
+            if base[0] != key[0]:
+                defined = class_names[base][0] if base in class_names else _names(classes[base][0])[0]
+                out.update((n, base[0]) for n in defined if n not in out)
+            out.update((n, m) for n, m in inherited(base, (*seen, key)).items() if m != key[0] and n not in out)
+        return out
+
+    found = set()
+    for mod, (defined, used) in names.items():
+        here = str(paths[mod].relative_to(PACKAGE.parent))
+        for key in class_names:
+            if key[0] == mod and (theirs := inherited(key)):
+                found.update(f"{here}:{node.lineno} self.{name} (private to {theirs[name]})"
+                             for node, name in class_names[key][1]
+                             if name in theirs and isinstance(node, ast.Attribute) and _is_self(node.value))
+        simpy_ok = paths[mod] == KERNEL
+        for node, name in used:
+            if name in defined or name not in owner or (simpy_ok and name in SIMPY_PRIVATE):
+                continue
+            where = next(m for m in sorted(names) if m != mod and name in names[m][0])
+            found.add(f"{here}:{node.lineno} {ast.unparse(node)} (private to {where})")
+    return sorted(found)
+
+
+@cache
+def _package_trees() -> tuple[dict[str, ast.AST], dict[str, Path]]:
+    paths = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    return {m: _parsed(p) for m, p in paths.items()}, paths
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    assert _private_reaches(*_package_trees()) == []
+
+
+def test_the_private_name_check_finds_each_kind_of_reach():
+    """A schedule reading an engine's private attribute, a subclass touching its base's private state, a getattr
+    by name: each is found; the owner's own `self._x` is not."""
+    engine = ("class Engine:\n    def __init__(self):\n        self._tick = 0\n    def t(self):\n"
+              "        return self._tick\n")
+    base = "class Loop:\n    def __init__(self):\n        self._live = {}\n"
+    sched = ("from rlsim.x.base import Loop\n\nclass Lending(Loop):\n    def go(self, engine):\n"
+             "        self._live.clear()\n        getattr(engine, '_tick')\n        return engine._tick\n")
+    trees = {m: ast.parse(src) for m, src in
+             (("rlsim.x.engine", engine), ("rlsim.x.base", base), ("rlsim.x.sched", sched))}
+    paths = {m: PACKAGE / (m.split(".", 1)[1].replace(".", "/") + ".py") for m in trees}
+    found = _private_reaches(trees, paths)
+    assert [f.split(" ", 1)[1] for f in found] == [
+        "self._live (private to rlsim.x.base)", "getattr(engine, '_tick') (private to rlsim.x.engine)",
+        "engine._tick (private to rlsim.x.engine)"]
+    assert all(f.startswith("rlsim/x/sched.py:") for f in found)

@@ -43,6 +43,9 @@ CASES = {
     "fully-async-inflight": ("scenarios/async/inflight-updates.yaml", SMALL),
     "verl-v1-colocate-async": ("scenarios/async/verl-v1-colocate-async.yaml", SMALL),
     "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
+    # Agents on engines that sleep while the trainer holds their GPUs: a turn back from a tool never goes to one.
+    "agentic-verl-v1-colocate-async": ("scenarios/async/verl-v1-colocate-async.yaml", SMALL),
+    "agentic-verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
     "hybridflow-tail-reshard": ("scenarios/sync/tail-reshard.yaml", SMALL),
     "hybridflow-moe-expert-parallel": ("scenarios/sync/moe-qwen3-30b-a3b-ep.yaml", SMALL),
     "hybridflow-gb200-nvl72": ("scenarios/sync/grpo-gb200-nvl72.yaml", SMALL),  # 4-GPU hosts, one NVLink domain

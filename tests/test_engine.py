@@ -313,6 +313,49 @@ def _pause_run(mode: str) -> tuple[SimEnvironment, InferenceEngine, Request, dic
     return env, eng, r, log
 
 
+def test_hold_admits_only_what_it_keeps_and_release_puts_the_rest_back_in_order():
+    """A draining weight update: the engine admits only its in-flight request; the others wait aside (out of
+    `load`), come back to the head of the queue in arrival order, and one aborted meanwhile stays out."""
+    env, eng = make(max_num_seqs=4)
+    first = Request(1, 10, 20)
+    eng.submit(first)
+    later = [Request(i, 10, 5) for i in (2, 3, 4)]
+    log = {}
+
+    def driver():
+        yield env.timeout(1.0)
+        eng.hold({first})
+        for r in later:
+            eng.submit(r)
+        eng.abort(later[1])
+        yield first.done
+        yield env.timeout(1.0)
+        log["load"], log["holding"] = eng.load, eng.holding
+        log["admitted"] = [r.admitted_s for r in later]
+        eng.release()
+        log["waiting"] = [r.rid for r in eng.waiting]
+
+    env.process(driver())
+    env.run()
+    assert log["holding"] and log["load"] == 0  # what waits aside is not the engine's load
+    assert log["admitted"] == [None, None, None]  # nothing else started while held
+    assert log["waiting"] == [2, 4]  # back in arrival order; the aborted one is gone
+    assert not eng.holding and later[1].aborted and later[1].admitted_s is None
+    assert later[0].finished and later[2].finished and not later[1].finished
+
+
+def test_weights_load_at_a_pause_or_into_an_idle_engine_only():
+    env, eng = make()
+    eng.resume(version=3)  # idle: fine (a woken lent engine, the first batch of a step)
+    assert eng.weight_version == 3
+    eng.submit(Request(1, 10, 50))
+    at(env, 5.0, lambda: eng.resume(version=4))
+    with pytest.raises(RuntimeError, match="weights load at a pause"):
+        env.run()
+    with pytest.raises(AttributeError):
+        eng.weight_version = 5
+
+
 @pytest.mark.parametrize("mode", ["keep", "recompute"])
 def test_pause_then_resume(mode):
     env, eng, r, log = _pause_run(mode)

@@ -31,7 +31,7 @@ from rlsim.sim.scenario.schema import (
     UniformLength,
     UniformSeconds,
 )
-from rlsim.sim.schedules.least_loaded import LeastLoaded
+from rlsim.sim.schedules.least_loaded import LeastLoaded, LoadBalancer
 from rlsim.sim.schedules.trajectories import pick_tool
 from rlsim.sim.simulate import simulate
 
@@ -159,6 +159,58 @@ def test_least_loaded_index_picks_what_a_scan_picks(n, changes):
         assert index.pick() is min(engines, key=lambda x: (x.load + pinned[x.name], x.name))
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 4),
+       st.lists(st.tuples(st.integers(0, 15), st.sampled_from(["load", "pin", "sleep", "wake", "sticky"]),
+                          st.integers(-3, 3)), max_size=120))
+def test_the_load_balancer_offers_only_awake_engines(n, late, ops):
+    """pick() = the least loaded (requests + pins) awake engine, ties by name, None if all sleep; engines added later
+    (asleep, as lending adds them) keep the pins; sticky() keeps a pin on an awake engine, else moves it."""
+    env = SimEnvironment(0)
+    engines = [FakeEngine(f"rollout-{i}") for i in range(n)]
+    balancer = LoadBalancer(env, engines)
+    pins = {e.name: 0 for e in engines}
+    asleep: set = set()
+    woken = balancer.woken()
+    for step, (i, op, delta) in enumerate(ops):
+        if step == 10 and late:  # lending adds its engines, asleep
+            more = [FakeEngine(f"lent-{k}") for k in range(late)]
+            balancer.add(more, awake=False)
+            engines += more
+            pins.update((e.name, 0) for e in more)
+            asleep.update(e.name for e in more)
+        e = engines[i % len(engines)]
+        if op == "load":
+            e.load = max(0, e.load + delta)
+            e.load_watch.add(e)
+        elif op == "pin":
+            balancer.pin(e, delta)
+            pins[e.name] += delta
+        elif op == "sleep":
+            balancer.sleep(e)
+            asleep.add(e.name)
+        elif op == "wake":
+            balancer.wake(e)
+            asleep.discard(e.name)
+            assert woken.triggered
+            woken = balancer.woken()
+        awake = [x for x in engines if x.name not in asleep]
+        best = min(awake, key=lambda x: (x.load + pins[x.name], x.name)) if awake else None
+        if op == "sticky":
+            got = balancer.sticky(e)
+            if e.name not in asleep:
+                assert got is e
+            else:
+                assert got is best
+                if best is not None:
+                    pins[e.name] -= 1
+                    pins[best.name] += 1
+            best = min(awake, key=lambda x: (x.load + pins[x.name], x.name)) if awake else None
+        assert balancer.pick() is best
+        assert balancer.awake == [x for x in engines if x.name not in asleep]
+        assert balancer.consistent()
+
+
 class CheckedLeastLoaded(LeastLoaded):
     """The index, with a check that every engine it was not told about still has the load it last read."""
 
@@ -170,9 +222,7 @@ class CheckedLeastLoaded(LeastLoaded):
 
     def check(self) -> None:
         for e in self.engines:
-            if e not in self.dirty:
-                i = self._leaf[e]
-                assert self._tree[self._size + i] == (e.load + self._extra[i]) * self._size + i, e.name
+            assert self.consistent(e), e.name
 
 
 class CheckingEnvironment(SimEnvironment):
@@ -193,10 +243,10 @@ def test_engines_report_every_load_change(monkeypatch, data):
     prefill end, a request's end); a change they failed to report shows as a stale leaf after some event."""
     import importlib
 
-    import rlsim.sim.schedules.async_rollout as async_rollout
+    import rlsim.sim.schedules.least_loaded as least_loaded
 
     simulate_module = importlib.import_module("rlsim.sim.simulate")  # (the package exports a function of that name)
-    monkeypatch.setattr(async_rollout, "LeastLoaded", CheckedLeastLoaded)
+    monkeypatch.setattr(least_loaded, "LeastLoaded", CheckedLeastLoaded)
     monkeypatch.setattr(simulate_module, "SimEnvironment", CheckingEnvironment)
     monkeypatch.setattr(CheckedLeastLoaded, "made", [])
     CheckingEnvironment.events = 0
@@ -269,7 +319,7 @@ def test_request_engine_fields_are_not_arguments():
     from rlsim.sim.engine.request import Request
 
     r = Request(1, 10, 5, 100, ("traj", 3))
-    assert (r.engine, r.generated, r.version_tokens, r._heap_seq) == (None, 0, {}, -1)
+    assert (r.engine, r.generated, r.version_tokens, r.heap_seq) == (None, 0, {}, -1)
     assert Request(2, 1, 1).version_tokens is not r.version_tokens  # one dict per request
     with pytest.raises(TypeError):
         Request(1, 10, 5, 100, ("traj", 3), {"turn": 0})

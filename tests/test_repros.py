@@ -271,6 +271,46 @@ def test_12_a_nul_byte_in_a_csv_path_is_one_line():
                         must="workload.prompt_length.path: 'lengths.csv\\x00' holds a NUL byte")
 
 
+# ---------------------------------------------------------------- 16: agents on engines that sleep
+
+
+def pool_peaks(timeline: pd.DataFrame) -> dict[str, int]:
+    """The most GPUs of each pool busy at one instant (a row ending where another starts does not overlap it)."""
+    peaks = {}
+    for pool, rows in timeline.groupby("pool"):
+        rows = list(rows.itertuples())
+        edges = sorted([(r.end_s, -r.gpus) for r in rows] + [(r.start_s, r.gpus) for r in rows])
+        busy = peak = 0
+        for _, delta in edges:
+            busy += delta
+            peak = max(peak, busy)
+        peaks[pool] = peak
+    return peaks
+
+
+@pytest.mark.parametrize("mode", ["separate_async", "colocate_async"])
+def test_16_an_agent_turn_back_from_a_tool_never_goes_to_a_sleeping_engine(tmp_path, mode):
+    """verl V1 lending / colocate_async with a multi-turn agent: the lent engines sleep while the trainer trains,
+    and a trajectory whose tool call returns then goes to an awake engine or waits for one; it once went to its
+    sleeping engine, which generated on the trainer's GPUs (OverbookedPool)."""
+    sets = [] if mode == "separate_async" else ["--set", "schedule.trainer_mode=colocate_async", "--set",
+                                                "roles.rollout.pool=train", "--set",
+                                                "schedule.hybrid_rollout.enable_switch=false"]
+    out = tmp_path / "out"
+    rlsim("run", REPROS / "16-verl-v1-lending-agent-double-books-gpus.yaml", *sets, "--no-plots", "--out", out, "-q",
+          codes=(0,))
+    timeline = pd.read_csv(out / "timeline.csv")
+    peaks = pool_peaks(timeline)
+    sizes = {"train": 4, "gen": 2}
+    assert all(peaks[pool] <= sizes[pool] for pool in peaks), peaks
+    assert peaks["train"] == 4  # the trainer's GPUs did generate (lent), and trained
+    trajectories = pd.read_csv(out / "trajectories.csv")
+    assert (trajectories["outcome"] == "completed").sum() >= 2 * 4 * 2  # two steps of 4 prompts x 2 samples
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(0 <= v <= 1 for v in summary["idle_fraction_by_pool"].values())
+    finite_files(out)
+
+
 # ---------------------------------------------------------------- 15: Ray addresses
 
 

@@ -392,6 +392,34 @@ def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
         assert s.state is not SampleState.ABORTED or s.reason == "in flight at end of run"
 
 
+# ---------------------------------------------------------------- routing over engines that come and go
+
+
+@pytest.mark.parametrize("policy", ["least-loaded", "affinity-bounded"])
+def test_routing_spreads_samples_over_lent_engines_as_the_loop_does(policy):
+    """The router and the loop share one load balancer: with lending, `schedule.routing` spreads samples over the
+    standalone and the lent engines (once it sent every sample to rollout-0: the schedule rebuilt the loop's
+    least-loaded index after the router had been handed the old one)."""
+    routed = _v1(LENDING, f"schedule.routing.policy={policy}")
+    engines = {s.request.engine for s in routed.samples_all if s.request is not None}
+    assert engines == {e.name for e in routed.engines} == {"rollout-0", "rollout-1", *(f"lent-{i}" for i in range(6))}
+    per_engine = [sum(1 for s in routed.samples_all if s.request is not None and s.request.engine == e.name)
+                  for e in routed.engines]
+    assert max(per_engine) < 0.4 * sum(per_engine)
+    if policy == "least-loaded":  # the router's least-loaded engine is the loop's: the same run as without routing
+        plain = _v1(LENDING)
+        assert [(s.sid, s.request.engine) for s in routed.samples_all if s.request is not None] == \
+            [(s.sid, s.request.engine) for s in plain.samples_all if s.request is not None]
+
+
+def test_routing_follows_a_resplit_onto_the_engines_it_wakes():
+    sched = _v1(RESPLIT, "steps=5", "warmup_steps=1", "schedule.routing.policy=affinity-bounded")
+    assert any(r["apply"] for r in sched.resplit_log)
+    engines = {s.request.engine for s in sched.samples_all if s.request is not None}
+    assert "rollout-0" in engines and any(name.startswith("lent-") for name in engines)
+    assert sched.balancer.consistent()
+
+
 @pytest.mark.slow
 def test_resplit_is_not_made_when_reconfiguration_costs_more_than_it_saves():
     dear = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit.reconfig_s=10000")

@@ -12,11 +12,14 @@ the step in flight (one timeout, no Interrupt event, no exception), and further 
 step change nothing, exactly as an engine's scheduler looks at its queue once per step.
 """
 
+# size: one class, whose hot path (admission, decode segments) and the public methods schedules call (hold/release,
+# step and prefill times, prefix sharing, a per-step overhead) share its slots; split, every turn would pay a hop.
 from __future__ import annotations
 
 import heapq
 import math
 from collections import deque
+from dataclasses import replace
 from typing import Literal
 
 import simpy
@@ -42,11 +45,11 @@ class InferenceEngine:
     # leaves every method lookup on the engine unspecialised (about 17 per turn).
     __slots__ = (
         "env", "name", "model", "hw", "tp", "settings", "_max_num_seqs", "_max_batched_tokens", "_prefix_caching",
-        "_chunked_prefill", "overheads", "_prefill_cost", "kv_capacity", "pool", "role", "weight_version", "waiting",
+        "_chunked_prefill", "overheads", "_prefill_cost", "kv_capacity", "pool", "role", "_weight_version", "waiting",
         "running", "_heap", "_seq", "_tick", "_base", "_cache", "_coeffs", "_wake", "_decoding",
         "_segment", "_segment_end", "_segment_steps", "load_watch", "_pause_requested", "_resume_evt", "_resume_mode",
         "paused", "_busy_start", "_busy_step", "tokens_generated", "tokens_prefilled", "preemptions", "completed",
-        "stats_columns", "process", "admission_gate", "_ep_layout", "_spec"
+        "stats_columns", "process", "_keep", "_held", "_ep_layout", "_spec"
     )
 
     def __init__(
@@ -81,7 +84,7 @@ class InferenceEngine:
         self.kv_capacity = float(kv_capacity_tokens)
         self.pool = pool
         self.role = role
-        self.weight_version = 0
+        self._weight_version = 0  # set only by `resume` (weights load at a pause, or into an idle engine)
         env.ledger.add_group(name, pool, tp)
 
         self.waiting: deque[Request] = deque()
@@ -102,7 +105,8 @@ class InferenceEngine:
         # finish) the engine adds itself here: a schedule's least-loaded index shares one set among its engines
         # and re-reads only those in it. Until a schedule hands one over, a private set nobody reads.
         self.load_watch: set = set()
-        self.admission_gate = None  # a schedule's hook run before each admission round (fully-async drain)
+        self._keep: set | None = None  # while held (`hold`): the only requests admitted; the rest wait aside
+        self._held: list[Request] = []
         self._pause_requested = None  # event to fire once paused
         self._resume_evt = None
         self._resume_mode: ResumeMode = "keep"
@@ -143,6 +147,8 @@ class InferenceEngine:
             self._wake_up()
         elif req in self.waiting:
             self.waiting.remove(req)
+        elif req in self._held:  # held aside by a drain: it does not come back on `release`
+            self._held.remove(req)
         req.aborted = True
         if req.done is not None:
             self.env.succeed_once(req.done, req)
@@ -155,15 +161,84 @@ class InferenceEngine:
         return self._pause_requested
 
     def resume(self, version: int | None = None, mode: ResumeMode = "keep") -> None:
-        """Continue after a pause. `recompute` drops every KV (new weights) and re-prefills in-flight work."""
+        """Continue after a pause, with the weights of `version` if given. `recompute` drops every KV (new weights)
+        and re-prefills in-flight work. An engine with nothing running may load weights without a pause (it is
+        woken, or starts a batch)."""
         if version is not None:
-            self.weight_version = version
+            if not self.paused and self.running:
+                raise RuntimeError(f"{self.name}: weights load at a pause, not under {len(self.running)} running "
+                                   "sequences")
+            self._weight_version = version
         self._resume_mode = mode
         if self._resume_evt is not None:
             self.env.succeed_once(self._resume_evt)
 
     def close(self) -> None:
         self._idle()  # end of run: record a busy interval still open
+
+    @property
+    def weight_version(self) -> int:
+        """The policy version of the weights the engine decodes with (set by `resume`)."""
+        return self._weight_version
+
+    def hold(self, keep: set) -> None:
+        """Admit only the requests in `keep` (a draining weight update lets in-flight work finish); any other
+        request waits aside, out of the queue and out of `load`, until `release`."""
+        self._keep = keep
+
+    @property
+    def holding(self) -> bool:
+        """Whether the engine is held (`hold` without `release`) or keeps requests aside."""
+        return self._keep is not None or bool(self._held)
+
+    def release(self) -> None:
+        """End of `hold`: the requests held aside go back to the head of the queue, in arrival order."""
+        self._keep = None
+        held, self._held = self._held, []
+        self.waiting.extendleft(reversed(held))
+        self.load_watch.add(self)
+        if held and len(self.running) < self._max_num_seqs:
+            self._wake_up()  # (a paused engine admits them when it resumes)
+
+    def _hold_the_rest(self) -> None:
+        keep, waiting = self._keep, self.waiting
+        if any(r not in keep for r in waiting):
+            rest = [r for r in waiting if r in keep]
+            self._held.extend(r for r in waiting if r not in keep)
+            waiting.clear()
+            waiting.extend(rest)
+
+    def generated_by_now(self, req: Request) -> int:
+        """Tokens `req` has generated so far (the engine syncs `req.generated` only when the request leaves)."""
+        if req in self.running:
+            return req.gen_at_join + (self._tick - req.join_tick)
+        return req.generated
+
+    def step_time(self, batch: int, context: float) -> float:
+        """Seconds of one decode step of `batch` running sequences holding `context` tokens in all."""
+        c = self._coefficients(max(1, batch))
+        return c.intercept + c.fixed + c.slope * context
+
+    def prefill_time(self, new_tokens: float, new_tokens_sq: float) -> float:
+        """Seconds of one prefill iteration over `new_tokens` new tokens (sum of squares `new_tokens_sq`)."""
+        return self._prefill_cost.time(new_tokens, new_tokens_sq)
+
+    def share_prefix(self, key, tokens: int) -> None:
+        """Hold `tokens` of KV under `key` in the prefix cache for a request that reuses them (a group's prompt, a
+        migrated sequence), as prefix caching would hold them (nothing when it is off); 0 forgets the entry."""
+        if tokens > 0 and self._prefix_caching:
+            self._cache.put(key, tokens)
+        elif tokens <= 0:
+            self._cache.drop(key)
+
+    def add_step_overhead(self, extra_s: float, decode_cache: dict[int, DecodeCoefficients] | None = None) -> None:
+        """Every step (decode and prefill) costs `extra_s` more (LoRA kernels). Engines given the same
+        `decode_cache` share one decode-coefficient table, as identical replicas do."""
+        self.overheads = replace(self.overheads, step_s=self.overheads.step_s + extra_s)
+        self._prefill_cost = PrefillCost(self.model, self.hw, self.tp, self.overheads, *self._ep_layout)
+        self._spec = SpeculativeSteps.of(self.settings.speculative, self.model, self.hw, self.tp, self.overheads,
+                                         *self._ep_layout)
+        self._coeffs = {} if decode_cache is None else decode_cache
 
     @property
     def kv_used(self) -> int:
@@ -226,27 +301,27 @@ class InferenceEngine:
 
     def _flush_versions(self, req: Request) -> None:
         """Credit the tokens decoded since the last flush to the weight version that made them."""
-        made = self._tick - req._seg_tick
+        made = self._tick - req.seg_tick
         if made > 0:
-            req.version_tokens[req._seg_version] = req.version_tokens.get(req._seg_version, 0) + made
-        req._seg_tick = self._tick
-        req._seg_version = self.weight_version
+            req.version_tokens[req.seg_version] = req.version_tokens.get(req.seg_version, 0) + made
+        req.seg_tick = self._tick
+        req.seg_version = self._weight_version
 
     def _join(self, req: Request) -> None:
         tick = self._tick
-        req._join_tick = req._seg_tick = tick
-        req._gen_at_join = req.generated
-        req._seg_version = self.weight_version
+        req.join_tick = req.seg_tick = tick
+        req.gen_at_join = req.generated
+        req.seg_version = self._weight_version
         self.running[req] = None
         self._base += req.context_tokens - tick
         self._seq = seq = self._seq + 1
-        req._heap_seq = seq
+        req.heap_seq = seq
         heapq.heappush(self._heap, (tick + req.max_new_tokens - req.generated, seq, req))  # finish tick
 
     def _leave(self, req: Request) -> None:
         """Take a request out of the running batch, syncing its generated count."""
         self._flush_versions(req)
-        tick, join_tick, gen_at_join = self._tick, req._join_tick, req._gen_at_join
+        tick, join_tick, gen_at_join = self._tick, req.join_tick, req.gen_at_join
         req.generated = gen_at_join + (tick - join_tick)  # what it has generated by now
         self._base -= gen_at_join + req.prefix_tokens + req.prompt_tokens - join_tick  # its context at join - tick
         del self.running[req]
@@ -272,7 +347,7 @@ class InferenceEngine:
         if self._busy_start is not None:
             self.env.ledger.record(
                 self.name, self.role, "reward" if self.role == "reward" else "generate", self._busy_start, self.env.now,
-                self._busy_step, self.weight_version,
+                self._busy_step, self._weight_version,
             )
             self._busy_start = None
 
@@ -281,8 +356,8 @@ class InferenceEngine:
     def _admit(self) -> list[tuple[Request, int, int]]:
         """FIFO admission while a slot and KV are free; returns (request, new tokens, cached prefix).
         A first admission stamps `admitted_s`: its prefill starts now."""
-        if self.admission_gate is not None:
-            self.admission_gate()
+        if self._keep is not None:
+            self._hold_the_rest()
         admitted: list[tuple[Request, int, int]] = []
         max_seqs = self._max_num_seqs
         prefix_caching = self._prefix_caching
@@ -339,7 +414,7 @@ class InferenceEngine:
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
         self.load_watch.add(self)  # back in `load`: running, or finished by the prefill's token
-        now, version = self.env.now, self.weight_version
+        now, version = self.env.now, self._weight_version
         for req, new_tokens, _ in admitted:
             if req.aborted:
                 continue
@@ -364,7 +439,7 @@ class InferenceEngine:
         heap, running, tick = self._heap, self.running, self._tick
         while heap:
             finish_tick, seq, req = heap[0]
-            if req in running and seq == req._heap_seq:
+            if req in running and seq == req.heap_seq:
                 if finish_tick > tick:
                     return
                 heapq.heappop(heap)
@@ -429,7 +504,7 @@ class InferenceEngine:
                     steps = min(iters, n)
                     c = self._coefficients(b := len(running))
                     if self._spec is not None:  # a speculative step per token, at the batch's mean position
-                        c = self._spec.per_token(c, b, self._kv_held() / b + steps / 2.0, self.weight_version)
+                        c = self._spec.per_token(c, b, self._kv_held() / b + steps / 2.0, self._weight_version)
                     dt += c.steps_time(self._kv_held(), steps) - steps * c.fixed
                     yield env.timeout(dt)
                     self._tick += steps  # every running sequence decoded `steps` tokens
@@ -459,7 +534,7 @@ class InferenceEngine:
                 kv(self.kv_used)
             c = coeffs.get(b) or self._coefficients(b)
             if self._spec is not None:  # a speculative step per token, at the batch's mean position half-way
-                c = self._spec.per_token(c, b, s0 / b + n / 2.0, self.weight_version)
+                c = self._spec.per_token(c, b, s0 / b + n / 2.0, self._weight_version)
             dt = c.steps_time(s0, n)
             self._segment = (env.now, dt, s0, n, c)
             self._segment_steps = n
@@ -480,7 +555,7 @@ class InferenceEngine:
         heap, running = self._heap, self.running
         while True:  # the first live heap entry (a batch is running): drop stale ones as _pop_completions does
             finish_tick, seq, req = heap[0]
-            if req in running and seq == req._heap_seq:
+            if req in running and seq == req.heap_seq:
                 break
             heapq.heappop(heap)
         b = len(running)

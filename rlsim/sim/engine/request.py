@@ -35,13 +35,14 @@ class Request:
     aborted: bool = field(default=False, init=False)
     version_tokens: dict[int, int] = field(default_factory=dict, init=False)  # policy version -> tokens it decoded
     done: simpy.Event | None = field(default=None, init=False)
-    # Engine bookkeeping while running (see InferenceEngine): tick and generated count at joining,
-    # the start tick and weight version of the current version segment, the live heap entry.
-    _join_tick: int = field(default=0, init=False, repr=False)
-    _gen_at_join: int = field(default=0, init=False, repr=False)
-    _seg_tick: int = field(default=0, init=False, repr=False)
-    _seg_version: int = field(default=0, init=False, repr=False)
-    _heap_seq: int = field(default=-1, init=False, repr=False)
+    # Engine bookkeeping while running, written and read by InferenceEngine only (a schedule asks the engine:
+    # `generated_by_now`): tick and generated count at joining, the start tick and weight version of the current
+    # version segment, the live heap entry.
+    join_tick: int = field(default=0, init=False, repr=False)
+    gen_at_join: int = field(default=0, init=False, repr=False)
+    seg_tick: int = field(default=0, init=False, repr=False)
+    seg_version: int = field(default=0, init=False, repr=False)
+    heap_seq: int = field(default=-1, init=False, repr=False)
 
     @property
     def context_tokens(self) -> int:

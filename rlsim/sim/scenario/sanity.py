@@ -27,7 +27,7 @@ def sanity_warnings(scn: Scenario) -> list[str]:
         out.append(f"schedule.switch_overhead_s: {switch:g} s per switch is above two minutes (verl's is ~0.45 s): "
                    f"milliseconds meant? ({switch:g} ms = {switch / 1000:g} s)")
     for name, tool in scn.environments.tools.items():
-        fields = getattr(tool.latency, "_seconds_fields", ())
+        fields = getattr(tool.latency, "seconds_fields", ())
         worst = max((float(v) for f in fields if (v := getattr(tool.latency, f, None)) is not None), default=0.0)
         if worst > MAX_TOOL_LATENCY_S:
             out.append(f"environments.tools.{name}.latency: {worst:g} s is above an hour: milliseconds meant?")

@@ -24,7 +24,7 @@ from rlsim.sim.results.lifecycle import ABORTED, COMPLETED, DROPPED, RUNNING, TR
 from rlsim.sim.schedules.affinity import GroupRouter
 from rlsim.sim.schedules.groups import Group, Sample
 from rlsim.sim.schedules.inflight import token_staleness
-from rlsim.sim.schedules.least_loaded import LeastLoaded
+from rlsim.sim.schedules.least_loaded import LoadBalancer
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 from rlsim.sim.schedules.rollout_policies import RolloutPolicies
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
@@ -50,7 +50,6 @@ class AsyncRolloutSchedule(RLSchedule):
         self.admission_log: list[tuple[float, int, int]] = []  # (time, gid, staleness_samples after the start)
         self.sync_marks: list[tuple[float, int, int]] = []  # (time, first gid of the version, groups carried)
         self.drain_log: list[dict] = []  # drain mode: per engine and update, what was in flight and when
-        self._held: dict[str, list[Request]] = {}
         self.draining = False
         self._last_drain_s: float | None = None
         self.running_groups = 0
@@ -74,10 +73,12 @@ class AsyncRolloutSchedule(RLSchedule):
         self.multi_version = 0
         self.stopping = False
         self._resubmit: list[Sample] = []
-        self._by_load = LeastLoaded(self.engines)  # requests plus live trajectories pinned, per engine
+        self.step_start_s = 0.0  # when the trainer began waiting for its current batch
+        # Where new work goes (requests plus live trajectories pinned, per awake engine): one balancer for the loop
+        # and the router; lending and re-splitting add their engines to it.
+        self.balancer = LoadBalancer(env, self.engines)
         routing = spec.routing
-        self.router = GroupRouter(self.engines, self._by_load, routing) if routing is not None else None
-        self._engine_named = {e.name: e for e in self.engines}
+        self.router = GroupRouter(self.balancer, routing) if routing is not None else None
         algo = self.scenario.algorithm
         self.reward_s = algo.rule_reward_s_per_sample if "reward" not in self.scenario.roles else 0.0
         self.reward_free_at = [0.0] * algo.rule_reward_workers  # a heap: when each CPU reward worker frees
@@ -102,9 +103,12 @@ class AsyncRolloutSchedule(RLSchedule):
         """Let the trainer look at the buffer again."""
         self._wake("_trainer_wake")
 
-    def _least_loaded(self):
-        """The engine with the fewest requests plus live trajectories pinned to it (sticky multi-turn)."""
-        return self._by_load.pick()
+    def until_buffered(self, groups: int):
+        """Wait (a generator) until the buffer holds `groups` finished groups."""
+        while len(self.buffer) < groups:
+            self._trainer_wake = self.env.event()
+            yield self._trainer_wake
+            self._trainer_wake = None
 
     def _launch_group(self) -> None:
         env, scn = self.env, self.scenario
@@ -123,10 +127,10 @@ class AsyncRolloutSchedule(RLSchedule):
                 self.collector.sample_started(s.sid, None, prompt, env.now)
                 g.samples.append(s)
                 s.trajectory = Trajectory(s.sid, prompt, int(turns))
-                engine = self._least_loaded()
-                self._by_load.add(engine, +1)
+                engine = self.balancer.pick()
+                self.balancer.pin(engine)
                 proc = env.process(run_trajectory(env, engine, self.tools, agent, s.trajectory,
-                                                  on_request=self._track_turn))
+                                                  on_request=self._track_turn, balancer=self.balancer))
                 proc.callbacks.append(lambda _ev, s=s: self._trajectory_done(s))
             self.running_groups += 1
             return
@@ -153,7 +157,7 @@ class AsyncRolloutSchedule(RLSchedule):
             s.trajectory.cancelled = True
         req = s.request
         if req is not None and not req.finished and not req.aborted:
-            engine = self._engine_named[req.engine]
+            engine = self.balancer.engine(req.engine)
             self._live.pop(req, None)
             engine.abort(req)
             if s.trajectory is None:
@@ -168,7 +172,7 @@ class AsyncRolloutSchedule(RLSchedule):
 
     def _trajectory_done(self, s: Sample) -> None:
         t = s.trajectory
-        self._by_load.add(self._engine_named[t.engine], -1)
+        self.balancer.pin(self.balancer.engine(t.engine), -1)
         s.generated = t.generated
         s.observation_tokens = t.observation_tokens
         s.version_tokens = dict(t.version_tokens)
@@ -185,7 +189,7 @@ class AsyncRolloutSchedule(RLSchedule):
         if self.router is not None and s.generated == 0:
             engine, req = self.router.route(s, self.next_request_id())
         else:
-            engine = self._least_loaded()
+            engine = self.balancer.pick()
             req = Request(self.next_request_id(), s.prompt_tokens, s.response_tokens - s.generated,
                           prefix_tokens=s.generated)
         s.request = req
@@ -283,25 +287,22 @@ class AsyncRolloutSchedule(RLSchedule):
 
     # ------------------------------------------------------------------ weight updates
 
-    def _gate(self, engine, keep: set) -> None:
-        """Drain: the engine admits only `keep` (its in-flight requests); anything else waits, held aside."""
-        held = self._held.setdefault(engine.name, [])
+    def serves_sample(self, req: Request) -> bool:
+        """Whether `req` is a sample's own request (not an agent's turn)."""
+        return req in self._live
 
-        def hold_the_rest():
-            if any(r not in keep for r in engine.waiting):
-                rest = [r for r in engine.waiting if r in keep]
-                held.extend(r for r in engine.waiting if r not in keep)
-                engine.waiting.clear()
-                engine.waiting.extend(rest)
-
-        engine.admission_gate = hold_the_rest
-
-    def _ungate(self, engine) -> None:
-        """End of a drain: the held requests go back to the head of the queue, in arrival order."""
-        engine.admission_gate = None
-        held = self._held.pop(engine.name, [])
-        engine.waiting.extendleft(reversed(held))
-        self._by_load.touch(engine)  # its queue changed from outside the engine
+    def withdraw(self, engine, requests: list[Request]) -> list[Sample]:
+        """Abort `requests` on `engine`; the samples they served keep their partial output and are returned, to be
+        placed again. An agent's turn ends its trajectory, unless its engine was put to sleep first: then the
+        trajectory takes the turn elsewhere itself (schedules/trajectories.py)."""
+        out = []
+        for req in requests:
+            s = self._live.pop(req, None)
+            engine.abort(req)
+            if s is not None:
+                self.absorb(s, req)
+                out.append(s)
+        return out
 
     def _drain(self):
         """AReaL's non-interruptible update: every engine finishes what it is running; nothing new starts."""
@@ -310,7 +311,7 @@ class AsyncRolloutSchedule(RLSchedule):
         waits = []
         for e in self.engines:
             keep = set(e.running) | {r for r in e.waiting if r.admitted_s is not None}  # incl. preempted
-            self._gate(e, keep)
+            e.hold(keep)
             self.drain_log.append({"engine": e.name, "start": env.now, "in_flight": list(keep),
                                    "version": e.weight_version})
             waits.extend(r.done for r in keep)
@@ -333,12 +334,7 @@ class AsyncRolloutSchedule(RLSchedule):
         self.sync_steps.append(env.policy_version)
         if mode in ("abort-resume", "abort-discard"):
             for e in self.engines:
-                for req in [*e.running, *e.waiting]:
-                    s = self._live.pop(req, None)
-                    e.abort(req)
-                    if s is None:
-                        continue
-                    self.absorb(s, req)
+                for s in self.withdraw(e, [*e.running, *e.waiting]):
                     if mode == "abort-discard":  # the partial output is thrown away: restart from scratch
                         self.tokens_discarded += s.generated
                         s.generated = 0
@@ -346,7 +342,7 @@ class AsyncRolloutSchedule(RLSchedule):
                     self._resubmit.append(s)
         if mode == "drain":
             for e in self.engines:
-                self._ungate(e)
+                e.release()
             for rec in self.drain_log[drain_from:]:
                 rec["resumed"], rec["new_version"] = env.now, self.rollout_version
             self.draining = False
@@ -405,8 +401,6 @@ class AsyncRolloutSchedule(RLSchedule):
         self._buffer_checked = (-1, 0)
 
     def before_steps(self):
-        for e in self.engines:
-            e.weight_version = 0
         self.env.process(self.rollout_loop())
         self._preempted = 0
         yield from ()
@@ -414,12 +408,12 @@ class AsyncRolloutSchedule(RLSchedule):
     def rollout(self, step: int, timing: dict):
         """The trainer's side of the buffer: wait for a batch of finished groups (AReaL: within eta)."""
         env = self.env
-        self._step_start = env.now
+        self.step_start_s = env.now
         while (groups := self.take_batch()) is None:
             self._trainer_wake = env.event()
             yield self._trainer_wake
             self._trainer_wake = None
-        timing["timing_s/wait_rollout"] = env.now - self._step_start
+        timing["timing_s/wait_rollout"] = env.now - self.step_start_s
         self._last_drain_s = None
         samples = [s for g in groups for s in g.samples if s.state is COMPLETED]
         prompt = np.array([s.prompt_tokens for s in samples])
@@ -453,9 +447,9 @@ class AsyncRolloutSchedule(RLSchedule):
             if self._last_drain_s is not None:
                 timing["timing_s/drain_rollout"] = self._last_drain_s  # part of the sync
         preempted = sum(e.preemptions for e in self.engines)
-        self._preemptions, self._preempted = preempted - self._preempted, preempted
+        self.step_preemptions, self._preempted = preempted - self._preempted, preempted
         return {
-            "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - self._step_start, 1e-12),
+            "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - self.step_start_s, 1e-12),
         }
 
     def after_steps(self):

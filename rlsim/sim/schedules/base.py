@@ -44,7 +44,7 @@ class Schedule(ABC):
         self.engines: list = []
         self.judges: list = []
         self.tools = None
-        self._preemptions = 0
+        self.step_preemptions = 0  # KV-cache preemptions on the rollout engines in the current step (its row)
 
     # ------------------------------------------------------------------ read-back (tests, notebooks)
 
@@ -73,7 +73,7 @@ class Schedule(ABC):
         for step in range(self.total_steps):
             env.rl_step = step
             start = env.now
-            self._preemptions = 0
+            self.step_preemptions = 0
             produced = yield from self.run_step(step)
             self.collector.step(self.step_row(step, start, produced))
         yield from self.after_steps()
@@ -117,7 +117,7 @@ class Schedule(ABC):
             "policy_version": self.env.policy_version,
             "staleness/mean": 0.0,
             "staleness/max": 0,
-            "preemptions": self._preemptions,
+            "preemptions": self.step_preemptions,
         }
         row.update(out.columns)
         return row
@@ -135,8 +135,7 @@ class Schedule(ABC):
         agent = scn.workload.agent
         longest = agent.max_context_tokens if agent is not None else 32_768  # tokens one sequence may reach
         batch = min(engine.settings.max_num_seqs, scn.algorithm.samples_per_step)
-        c = engine._coefficients(batch)
-        step_s = c.intercept + c.fixed + c.slope * longest * batch
+        step_s = engine.step_time(batch, longest * batch)
         turns = 128 if agent is not None else 1  # the documented turn limit
         return 3600.0 + 10 * waves * longest * step_s * turns + 600.0 * turns
 

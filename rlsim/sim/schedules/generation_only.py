@@ -36,5 +36,5 @@ class GenerationOnlySchedule(Schedule):
         yield env.all_of([r.done for r in reqs])
         for req in reqs:
             self.collector.sample_finished(req.rid, req)
-        self._preemptions = sum(r.preemptions for r in reqs)
+        self.step_preemptions = sum(r.preemptions for r in reqs)
         return StepOutcome({"timing_s/gen": env.now - start}, prompt_len, response_len)

@@ -46,7 +46,7 @@ class HybridFlowSchedule(RLSchedule):
             else:
                 yield from self.broadcast_weights()
         for e in self.engines:
-            e.weight_version = env.policy_version
+            e.resume(version=env.policy_version)
         timing["timing_s/update_weights"] = env.now - start
         locks.release(actor_only)  # actor GPUs outside the rollout's are free while it generates
         gen_start = env.now

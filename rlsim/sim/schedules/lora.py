@@ -7,9 +7,6 @@ only, and a weight sync (NCCL or shared storage) moves the adapter's bytes only.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from rlsim.sim.costs.generation import PrefillCost
 from rlsim.sim.costs.lora import adapter_bytes, adapter_params, lora_step_overhead_s
 
 
@@ -17,10 +14,8 @@ def serve_adapter(engines: list, lora) -> None:
     """Each engine's per-step cost grows by its LoRA kernels (decode and prefill steps alike)."""
     shared: dict = {}  # identical replicas keep sharing one decode-coefficient table, now with the overhead
     for e in engines:
-        extra = lora_step_overhead_s(e.model, e.hw, e.tp, lora.rank, lora.targets, lora.kernel_us * 1e-6)
-        e.overheads = replace(e.overheads, step_s=e.overheads.step_s + extra)
-        e._prefill_cost = PrefillCost(e.model, e.hw, e.tp, e.overheads, *e._ep_layout)
-        e._coeffs = shared
+        e.add_step_overhead(lora_step_overhead_s(e.model, e.hw, e.tp, lora.rank, lora.targets, lora.kernel_us * 1e-6),
+                            shared)
 
 
 def update_kwargs(model, lora) -> dict:

@@ -16,7 +16,7 @@ class OneStepOffSchedule(RLSchedule):
         env = self.env
         algo = self.scenario.algorithm
         for e in self.engines:
-            e.weight_version = env.policy_version
+            e.resume(version=env.policy_version)
         return env.process(self._timed_generate(algo.prompts_per_step, algo.samples_per_prompt))
 
     def _timed_generate(self, prompts: int, n: int):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
-from rlsim.sim.schedules.verl_v1 import ASLEEP, VerlV1Schedule
+from rlsim.sim.schedules.verl_v1 import VerlV1Schedule
 
 
 class ResplitSchedule(VerlV1Schedule):
@@ -121,15 +121,15 @@ class ResplitSchedule(VerlV1Schedule):
         yield env.timeout(cost)
         self.env.ledger.record("actor", "actor", "resplit", start, env.now, env.rl_step, env.policy_version)
         for e in self.lendable[self.generating:k]:  # engines joining generation, with the trainer's weights
-            e.weight_version = env.policy_version
-            self._by_load.add(e, -ASLEEP)
+            e.resume(version=env.policy_version)
+            self.balancer.wake(e)
         if k > self.generating:
             self.generating = k
-            self._wake("_rollout_wake")
+            self.wake_rollout()
 
     def after_update(self, step: int, timing: dict, batch):
         columns = yield from super().after_update(step, timing, batch)
-        train_s = self.env.now - self._step_start - timing["timing_s/wait_rollout"]
+        train_s = self.env.now - self.step_start_s - timing["timing_s/wait_rollout"]
         rec = self.plan(step, train_s, timing["timing_s/wait_rollout"])
         if rec["apply"]:
             start = self.env.now

@@ -25,7 +25,7 @@ from rlsim.sim.results.lifecycle import COMPLETED
 from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
 from rlsim.sim.schedules.gpu_locks import GpuLocks
-from rlsim.sim.schedules.least_loaded import LeastLoaded
+from rlsim.sim.schedules.least_loaded import LoadBalancer
 from rlsim.sim.schedules.lora import adapter_view, serve_adapter, store_sync_time, sync_bytes, update_kwargs
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.sim.workload import LengthSampler
@@ -63,7 +63,7 @@ class RLSchedule(Schedule):
         self.gpu_locks = GpuLocks(env, scn)
         # An LLM judge (reward role with an engine section) is served by engines of its own.
         self.judges = build_engines(scn, env, "reward") if self._judge_role() else []
-        self._judge_by_load = LeastLoaded(self.judges)
+        self._judges_balancer = LoadBalancer(env, self.judges)
         for role, spec in scn.roles.items():
             if role != "rollout" and not (role == "reward" and self.judges):
                 env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
@@ -90,7 +90,7 @@ class RLSchedule(Schedule):
         reqs = []
         for n in seq_lens:
             req = Request(self.next_request_id(), int(n), out)
-            self._judge_by_load.pick().submit(req)  # the least-loaded judge (ties: by name)
+            self._judges_balancer.pick().submit(req)  # the least-loaded judge (ties: by name)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
 
@@ -297,7 +297,7 @@ class RLSchedule(Schedule):
         for req in reqs:
             self.collector.sample_finished(req.rid, req)
         self.last_batch = reqs
-        self._preemptions += sum(r.preemptions for r in reqs)
+        self.step_preemptions += sum(r.preemptions for r in reqs)
         return prompt, response
 
     def _state_moves(self, phase: str, role: str) -> float:

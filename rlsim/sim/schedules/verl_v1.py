@@ -24,9 +24,7 @@ from rlsim.sim.engine.fleet import role_hardware
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.scenario.schema import SwitchSpec
 from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
-from rlsim.sim.schedules.least_loaded import LeastLoaded
 
-ASLEEP = 1 << 40  # load pinned on a sleeping engine: the least-loaded pick never chooses it
 POLL_INTERVAL_S = 2.0  # a wait longer than verl's replay-buffer poll interval counts as idle (trainer_separate_async)
 
 
@@ -42,10 +40,9 @@ class VerlV1Schedule(FullyAsyncSchedule):
             self.standalone = list(self.engines)
             self.lendable = self._build_lendable() if self.lends() else []
             self.engines.extend(self.lendable)
-            self._by_load = LeastLoaded(self.engines)
-            self._engine_named = {e.name: e for e in self.engines}
-        for e in self.lendable:
-            self._by_load.add(e, ASLEEP)
+            self.balancer.add(self.lendable, awake=False)
+        for e in self.lendable:  # engines on the trainer's GPUs take work only while lent (awake)
+            self.balancer.sleep(e)
         self.lent = False
         self.parked: list = []  # samples waiting for an engine (colocated, while the GPUs train)
         self.lend_log: list[dict] = []  # one record per decision (after each step): the rule's inputs
@@ -79,7 +76,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
     # ------------------------------------------------------------------ where work may run
 
     def _accepting(self) -> bool:
-        return bool(self.standalone) or self.lent
+        return bool(self.balancer.awake)
 
     def capacity(self) -> int:
         return super().capacity() if self._accepting() else 0
@@ -148,20 +145,15 @@ class VerlV1Schedule(FullyAsyncSchedule):
 
     def _activate(self) -> None:
         for e in self.lendable:
-            e.weight_version = self.env.policy_version  # the trainer's own weights, resharded
-            self._by_load.add(e, -ASLEEP)
+            e.resume(version=self.env.policy_version)  # the trainer's own weights, resharded
+            self.balancer.wake(e)
         self.lent = True
         parked, self.parked = self.parked, []
-        for e in self.standalone:  # the balancer re-dispatches what the standalone engines have not started
-            for req in [r for r in e.waiting if r.admitted_s is None]:
-                s = self._live.pop(req, None)
-                e.abort(req)
-                if s is not None:
-                    self.absorb(s, req)
-                    parked.append(s)
+        for e in self.standalone:  # the balancer re-dispatches the samples the standalone engines have not started
+            parked += self.withdraw(e, [r for r in e.waiting if r.admitted_s is None and self.serves_sample(r)])
         for s in parked:
             super().submit(s)
-        self._wake("_rollout_wake")
+        self.wake_rollout()
 
     def _reclaim(self, timing: dict):
         """Take the GPUs back for training: stop the lent engines at a step boundary, move their sequences
@@ -184,13 +176,8 @@ class VerlV1Schedule(FullyAsyncSchedule):
         yield self.env.all_of([e.pause() for e in engines])
         moved = []
         for e in engines:
-            self._by_load.add(e, ASLEEP)
-            for req in [*e.running, *e.waiting]:
-                s = self._live.pop(req, None)
-                e.abort(req)
-                if s is not None:
-                    self.absorb(s, req)
-                    moved.append(s)
+            self.balancer.sleep(e)
+            moved += self.withdraw(e, [*e.running, *e.waiting])
             e.resume(mode="keep")
         self.moved += len(moved)
         return moved
@@ -203,12 +190,6 @@ class VerlV1Schedule(FullyAsyncSchedule):
             self._activate()
         yield from super().before_steps()
 
-    def _until_sampleable(self, groups: int):
-        while len(self.buffer) < groups:
-            self._trainer_wake = self.env.event()
-            yield self._trainer_wake
-            self._trainer_wake = None
-
     def rollout(self, step: int, timing: dict):
         """colocated: generate, then take the GPUs back; separate: lent GPUs return at the threshold."""
         env = self.env
@@ -217,7 +198,7 @@ class VerlV1Schedule(FullyAsyncSchedule):
             yield from self._lend(timing)
         elif self.lent:
             wait_from = env.now
-            yield from self._until_sampleable(self.threshold())
+            yield from self.until_buffered(self.threshold())
             timing["timing_s/switch_wait"] = env.now - wait_from
             yield from self._reclaim(timing)
         batch = yield from super().rollout(step, timing)

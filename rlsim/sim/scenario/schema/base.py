@@ -19,13 +19,13 @@ class Strict(BaseModel):
     """Unknown keys are errors; every float is finite (NaN or inf would run, then poison every result).
 
     A number without a bound of its own is at most MAX_NUMBER, and a duration in seconds (a field named
-    `*_s` but not `*_per_s`, a rate; or `*_s_*`; or listed in `_seconds_fields`) at most MAX_SECONDS: 1e18
+    `*_s` but not `*_per_s`, a rate; or `*_s_*`; or listed in `seconds_fields`) at most MAX_SECONDS: 1e18
     somewhere is a typo that would otherwise allocate exabytes or simulate for ages. A non-zero number below
     MIN_MAGNITUDE (a denormal such as 5e-324 passes `> 0`) is refused too: its reciprocal is inf.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    _seconds_fields: ClassVar[tuple[str, ...]] = ()
+    seconds_fields: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")
     def _sane_numbers(self) -> Strict:
@@ -33,7 +33,7 @@ class Strict(BaseModel):
         for name, field in type(self).model_fields.items():
             bounded = any(getattr(m, k, None) is not None for m in field.metadata for k in ("le", "lt"))
             rate = name.endswith("_per_s")  # tokens_per_s, gbit_per_s: a rate, not a duration
-            seconds = name in self._seconds_fields or (name.endswith("_s") and not rate) or "_s_" in name
+            seconds = name in self.seconds_fields or (name.endswith("_s") and not rate) or "_s_" in name
             limit = math.inf if bounded else MAX_SECONDS if seconds else MAX_NUMBER
             value = getattr(self, name)
             items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None

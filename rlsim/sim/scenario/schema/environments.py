@@ -63,7 +63,7 @@ class LatencyDistributionBase(Strict):
 
 
 class FixedSeconds(LatencyDistributionBase):
-    _seconds_fields: ClassVar[tuple[str, ...]] = ("value",)
+    seconds_fields: ClassVar[tuple[str, ...]] = ("value",)
     kind: Literal["fixed"]
     value: float = Field(ge=0)
 
@@ -88,7 +88,7 @@ class FixedSeconds(LatencyDistributionBase):
 
 
 class UniformSeconds(LatencyDistributionBase):
-    _seconds_fields: ClassVar[tuple[str, ...]] = ("min", "max")
+    seconds_fields: ClassVar[tuple[str, ...]] = ("min", "max")
     kind: Literal["uniform"]
     min: float = Field(ge=0)
     max: float = Field(ge=0)
@@ -123,7 +123,7 @@ class UniformSeconds(LatencyDistributionBase):
 class LognormalSeconds(LatencyDistributionBase):
     """Lognormal latency given by its median (what benchmarks report) and sigma, optionally capped."""
 
-    _seconds_fields: ClassVar[tuple[str, ...]] = ("median", "max")
+    seconds_fields: ClassVar[tuple[str, ...]] = ("median", "max")
 
     kind: Literal["lognormal"]
     median: float = Field(gt=0)
