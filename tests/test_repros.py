@@ -405,8 +405,9 @@ def test_20_a_nan_measurement_or_a_zero_shape_is_left_out_and_counted(tmp_path):
     _set_cell(mlp, 8, "n_embd", "inf")
     _set_cell(allreduce, 6, allreduce.read_text().split(",")[0], "nan")
     text = ops_report(root, "h100")
-    assert f"note: {mlp}: left out 3 row(s) holding nan, inf or a zero shape (line 6, 7, 8)" in text
-    assert f"note: {allreduce}: left out 1 row(s) holding a number that is not finite (nan, inf) (line 6)" in text
+    assert (f"note: {mlp}: left out 3 row(s) holding nan, inf or a number out of range or a zero shape "
+            "(line 6, 7, 8)") in text
+    assert f"note: {allreduce}: left out 1 row(s) holding nan, inf or a number out of range (line 6)" in text
 
 
 def test_24_without_held_out_models_the_report_says_none_instead_of_nan_percent():

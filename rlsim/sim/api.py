@@ -7,7 +7,7 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   `dump_scenario`, `validation_problems`, `sanity_warnings` (valid but implausible values), the `Scenario`
   model; bad input raises `ScenarioError` (a list of `Problem`: file, dotted path, what is wrong);
   `did_you_mean` / `closest` for a misspelt key or value, `model_problems` (a pydantic error as
-  problems), `MAX_CSV_BYTES` (the bound on a read).
+  problems), `MAX_CSV_BYTES` (the bound on a read), `MIN_MAGNITUDE` (a smaller non-zero number is a typo).
 - Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
   `HardwareProfile`, `profile_numeric_fields`, `resolve_preset`, `preset_names`, `ModelShape`; bounded YAML
@@ -40,6 +40,7 @@ _WHERE = {
     "closest": "rlsim.sim.suggest",
     "model_problems": "rlsim.sim.scenario.messages",
     "MAX_CSV_BYTES": "rlsim.sim.limits",
+    "MIN_MAGNITUDE": "rlsim.sim.limits",
     "simulate": "rlsim.sim.simulate",
     "Result": "rlsim.sim.simulate",
     "SimulationStalled": "rlsim.sim.simulate",

@@ -11,7 +11,8 @@ Only the median columns are read, so a copy trimmed to them (hardware_profiles/o
 
 Every file is read once, bounded (regular files of at most `MAX_OPS_CSV_BYTES`: a FIFO or /dev/zero is
 refused from its metadata). A row holding a number that is not finite (a failed measurement written as
-`nan`) or a zero or negative shape (`n_head: 0`) is left out, and counted in a note naming the file.
+`nan`), out of range (a denormal such as 5e-324, or above 1e15) or a zero or negative shape (`n_head: 0`)
+is left out, and counted in a note naming the file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Self
 
 import numpy as np
 
-from rlsim.sim.api import YamlInputError, read_text_bounded
+from rlsim.sim.api import MIN_MAGNITUDE, YamlInputError, read_text_bounded
 
 # The dense layer's operators as Vidur names them, and what each one is.
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -34,6 +35,10 @@ DENSE_OPS = GEMM_OPS + MEMORY_OPS
 # The largest measured operator file shipped or in the profilers' repos (Frontier's A800 Qwen3-30B-A3B moe.csv)
 # is 4 MB; four times that bounds a read (a 60 MB file would take minutes to parse and fit).
 MAX_OPS_CSV_BYTES = 16_000_000
+# The largest number of the profiles (Vidur's, Frontier's) is a 2^31-byte all-reduce message (2.1e9); a value
+# above this, or a non-zero one below MIN_MAGNITUDE (a denormal: its reciprocal overflows), is not a measurement.
+MAX_OPS_VALUE = 1e15
+NOT_A_MEASUREMENT = "nan, inf or a number out of range"
 
 
 class OpsDataError(ValueError):
@@ -76,9 +81,14 @@ def _num(row: dict, key: str) -> float | None:
         return None
 
 
+def _plausible(*values: float) -> bool:
+    """Finite, and 0 or of a magnitude a measurement can have (MIN_MAGNITUDE .. MAX_OPS_VALUE)."""
+    return all(math.isfinite(v) and (v == 0 or MIN_MAGNITUDE <= abs(v) <= MAX_OPS_VALUE) for v in values)
+
+
 def _usable(*values: float) -> bool:
-    """Finite and positive: a shape, size or count a row can be priced with."""
-    return all(math.isfinite(v) and v > 0 for v in values)
+    """Plausible and positive: a shape, size or count a row can be priced with."""
+    return all(v > 0 for v in values) and _plausible(*values)
 
 
 def _shape(row: dict) -> dict | None:
@@ -147,7 +157,7 @@ def read_header(path: Path) -> list[str]:
     return _read_csv_with_header(path)[0]
 
 
-def dropped_note(path: Path, lines: list[int], what: str = "a number that is not finite (nan, inf)") -> list[str]:
+def dropped_note(path: Path, lines: list[int], what: str = NOT_A_MEASUREMENT) -> list[str]:
     """The note for rows left out of `path` (none if none were)."""
     if not lines:
         return []
@@ -188,7 +198,7 @@ def read_dense(root: Path, gpu: str, notes: list[str] | None = None) -> DenseRow
                 continue
             for op in DENSE_OPS:
                 t = _num(row, f"time_stats.{op}.median")
-                if t is not None and not math.isfinite(t):
+                if t is not None and not _plausible(t):
                     if not dropped or dropped[-1] != line:
                         dropped.append(line)
                     continue
@@ -198,7 +208,7 @@ def read_dense(root: Path, gpu: str, notes: list[str] | None = None) -> DenseRow
                 for f, v in zip(DenseRows.__dataclass_fields__, (model, op, tp, tokens, t, n, k, el), strict=True):
                     cols[f].append(v)
         if notes is not None:
-            notes += dropped_note(path, dropped, "nan, inf or a zero shape")
+            notes += dropped_note(path, dropped, f"{NOT_A_MEASUREMENT} or a zero shape")
     if not cols["op"]:
         raise OpsDataError(f"{root}: no dense operator rows for {gpu}")
     return DenseRows(**{f: np.asarray(v) for f, v in cols.items()})
@@ -231,7 +241,7 @@ def read_collectives(root: Path, gpu: str, notes: list[str] | None = None) -> Co
                 workers, per_node = _num(row, "num_workers"), _num(row, "devices_per_node")
                 if None in (t, size, workers, per_node):
                     continue
-                if not all(math.isfinite(v) for v in (t, size, workers, per_node)):
+                if not _plausible(t, size, workers, per_node):
                     dropped.append(line)
                     continue
                 if t <= 0:
@@ -249,8 +259,9 @@ def read_collectives(root: Path, gpu: str, notes: list[str] | None = None) -> Co
 def read_table(path: Path, columns: tuple[str, ...], where: dict[str, str] | None = None,
                notes: list[str] | None = None) -> dict[str, np.ndarray]:
     """Named numeric columns of a CSV (rows missing any of them dropped), for MoE and attention profiles;
-    `where` keeps only the rows whose named text columns hold the given values. Rows holding nan or inf in
-    one of the columns are left out (counted in `notes`), and so are rows with a time (`time_stats.*`) <= 0."""
+    `where` keeps only the rows whose named text columns hold the given values. Rows holding nan, inf or a
+    number out of range in one of the columns are left out (counted in `notes`), and so are rows with a
+    time (`time_stats.*`) <= 0."""
     rows = [(line, r) for line, r in enumerate(_read_csv(path), start=2)
             if not where or all(r.get(k) == v for k, v in where.items())]
     times = [i for i, c in enumerate(columns) if c.startswith("time_stats.")]
@@ -259,7 +270,7 @@ def read_table(path: Path, columns: tuple[str, ...], where: dict[str, str] | Non
         values = [_num(r, c) for c in columns]
         if None in values:
             continue
-        if not all(math.isfinite(v) for v in values):
+        if not _plausible(*values):
             dropped.append(line)
         elif all(values[i] > 0 for i in times):
             keep.append(values)
