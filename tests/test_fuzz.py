@@ -17,6 +17,7 @@ import copy
 import math
 import os
 import re
+import shutil
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -468,6 +469,8 @@ def test_calibrate_ops_on_damaged_folders_fits_what_is_there_or_refuses_in_one_l
         pytest.fail(f"{gpu} folder with {mutations}: hang ({exc})")
     except Exception as exc:
         pytest.fail(f"{gpu} folder with {mutations}: {type(exc).__name__}: {exc}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     event("ops fitted" + (" with notes" if "note:" in text or "skipped" in text else ""))
     figures = "\n".join(ln for ln in text.splitlines() if not ln.startswith("  note:"))  # notes name nan rows
     assert not re.search(r"\b(nan|inf)\b", figures, re.IGNORECASE), (mutations, text)
@@ -498,6 +501,8 @@ def test_plan_target_sizes_or_refuses_in_one_line(args):
                                            "--out", str(out)])
     except Hang as exc:
         pytest.fail(f"plan {args}: hang ({exc})")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     text = res.stdout + res.stderr
     crashed = res.exception is not None and not isinstance(res.exception, SystemExit)
     assert not crashed and "Traceback" not in text, (args, repr(res.exception), text[-1500:])
