@@ -8,7 +8,8 @@ Besides the dense operators it fits, where the folder has them:
   difference over single-kernel operators (norms, rope, activation, embedding) at <= 256 tokens.
 
 A folder need not hold every file: a fit whose rows are missing is skipped with a note naming them, and
-rows holding nan or inf are left out and counted (ops_data); the report says so under "notes".
+rows holding nan, inf or a number out of range are left out and counted (ops_data); the report says so
+in its "note:" lines.
 """
 
 from __future__ import annotations
