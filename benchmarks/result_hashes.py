@@ -11,7 +11,8 @@ diff the two JSON files (steps are capped at 2 so that the 24 scenarios take ~30
 The committed tests/golden/result_hashes.json is this script's output; tests/test_golden.py checks it.
 
 Hashed: the summary, the steps, timeline, engine-stats, samples, tools and trajectories tables, and the
-number of events the run took.
+number of events the run took. Beside the hashes, a few headline numbers of the summary (`HEADLINE`, four
+significant digits) make a regenerated file's diff say what moved and by how much.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rlsim.sim.scenario.loader import load_scenario
 from rlsim.sim.simulate import simulate
 
 TABLES = ("steps", "timeline", "engine_stats", "samples", "tools", "trajectories")
+HEADLINE = ("step_time_s", "throughput_tokens_per_s", "gpu_idle_fraction", "staleness_mean")
 
 
 def run_scenarios() -> list[Path]:
@@ -51,6 +53,10 @@ def hash_result(result) -> dict:
         if isinstance(table, pd.DataFrame):
             hashes[name] = _sha(pd.util.hash_pandas_object(table, index=True).values.tobytes())
     hashes["events"] = result.meta["events"]
+    for key in HEADLINE:
+        value = result.summary.get(key)
+        if isinstance(value, int | float):
+            hashes[key] = float(f"{value:.4g}")
     return hashes
 
 

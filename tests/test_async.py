@@ -138,7 +138,7 @@ def test_async_schedules_need_rollout_on_its_own_pool():
 def test_verl_spelling_maps_onto_the_staleness_rule():
     data = small_async(eta=None, steps=4, staleness_threshold=0.5, trigger_parameter_sync_step=2)
     sched, _ = run_schedule(data)
-    assert sched.eta == 0.5 and sched.admit_unit == 2 * sched.batch_groups
+    assert sched.spec.eta == 0.5 and sched.admit_unit == 2 * sched.batch_groups
     syncs = [r for r in sched.step_rows if "timing_s/sync_rollout_weights" in r]
     assert len(syncs) == 2  # weights pushed every second trainer step
     assert sched.dropped_stale == 0  # verl bounds how far rollout runs ahead; it never drops samples

@@ -45,7 +45,17 @@ CASES = {
     "verl-v1-separate-async-lending": ("scenarios/async/verl-v1-separate-async-lending.yaml", SMALL),
     "hybridflow-tail-reshard": ("scenarios/sync/tail-reshard.yaml", SMALL),
     "hybridflow-moe-expert-parallel": ("scenarios/sync/moe-qwen3-30b-a3b-ep.yaml", SMALL),
+    "hybridflow-gb200-nvl72": ("scenarios/sync/grpo-gb200-nvl72.yaml", SMALL),  # 4-GPU hosts, one NVLink domain
     "fully-async-resplit": ("scenarios/async/resplit-online.yaml", ["steps=4", "warmup_steps=1"]),
+    # Quantised and speculative rollout (docs/rollout-quantisation.md), colocated and disaggregated.
+    "hybridflow-fp8-rollout": ("scenarios/sync/grpo-fp8-rollout.yaml", SMALL),
+    "hybridflow-speculative": ("scenarios/sync/grpo-speculative.yaml", SMALL),
+    "one-step-off-nvfp4-speculative": (
+        "scenarios/async/verl-dapo-7b-h20-one-step-off.yaml",
+        ["roles.rollout.engine.quantization={weights: nvfp4, kv_cache: fp8}",
+         "roles.rollout.engine.speculative={k: 2, draft_cost: 0.1, acceptance: 0.6, acceptance_drop_per_version: 0.1, "
+         "draft_refresh_versions: null}", *SMALL]),
+    "fully-async-staleness-abort": ("scenarios/async/staleness-abort.yaml", ["steps=4", "warmup_steps=1"]),
 }
 
 

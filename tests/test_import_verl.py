@@ -120,6 +120,12 @@ def test_megatron_config_maps_parallel_sizes_offload_and_the_reference(trainer_c
     assert_complete(imported.ledger)
 
 
+def test_a_rollout_with_pipeline_stages_is_refused_in_one_line(trainer_config):
+    line = refused_in_one_line(runner, app, "verl", trainer_config / "ppo_trainer.yaml", [
+        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.pipeline_model_parallel_size=2"])
+    assert "actor_rollout_ref.rollout.pipeline_model_parallel_size: 2: rlsim models an inference engine" in line
+
+
 def test_one_step_off_recipe_gets_its_own_rollout_pool(verl_root, trainer_config):
     cfg = verl_root / "verl" / "experimental" / "one_step_off_policy" / "config" / "one_step_off_ppo_trainer.yaml"
     imported = run_import("verl", cfg, ["actor_rollout_ref.rollout.name=vllm", "trainer.nnodes=2",

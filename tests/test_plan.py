@@ -158,6 +158,13 @@ def test_areal_75_25_beats_50_50(areal_plan):
     ({"kind": "one-step-off"}, 1),
     ({"kind": "roll", "async_generation_ratio": 1.5}, 2),
     ({"kind": "fully-async", "bogus": 1}, 0),
+    # verl V1 warms up like AReaL's rule (the tools' own copy used to return 0: never warmed up)
+    ({"kind": "verl-v1", "max_off_policy_threshold": 1}, 2),
+    ({"kind": "verl-v1"}, 5),
+    ({"kind": "verl-v1", "max_off_policy_threshold": 1, "parameter_sync_step": 4}, 8),  # 2 versions x 4 steps
+    ({"kind": "fully-async", "max_head_offpolicyness": 1, "trigger_parameter_sync_step": 2}, 4),
+    ({"kind": "fully-async", "max_trajectory_age_steps": 2, "trigger_parameter_sync_step": 3}, 3),  # trainer steps
+    ({"kind": "generation-only"}, 0),
 ])
 def test_async_head_start_sets_the_warmup(schedule, ahead):
     from rlsim.tools.plan.steady_state import head_start_batches, steady_state_warmup

@@ -79,6 +79,11 @@ def test_01_reference_on_the_rollout_pool_of_an_async_schedule_is_refused():
     assert "'train'" in line
     refused_in_one_line("run", "roll/rlvr-qwen2.5-7b-async", "--set", "roles.reference.pool=gen", "--set", "steps=1",
                         must="roles.reference.pool: roll generates while it trains")
+    # verl V1 separate_async generates on its own GPUs while the trainer trains (its spec says so): the same refusal
+    # (was an OverbookedPool internal error)
+    refused_in_one_line("run", "async/verl-v1-separate-async-lending", "--set",
+                        "roles.reference={pool: gen, model: qwen}", "--set", "steps=1",
+                        must="roles.reference.pool: verl-v1 generates while it trains")
 
 
 def test_01_moved_to_the_training_pool_it_runs_and_no_pool_is_busier_than_its_size(tmp_path):
@@ -443,6 +448,42 @@ def test_25_every_calibrate_reader_is_bounded_and_regular_file_only(tmp_path, ki
     assert line.startswith(f"calibrate ops: {mlp}: ")
     line = refused_in_one_line("calibrate", measurements, "--profile", "h100-sxm", must=must)
     assert line.startswith(str(measurements))
+    assert time.monotonic() - start < 10
+
+
+# ---------------------------------------------------------------- 21, 27: staleness bounds
+
+
+def test_21_an_age_bound_below_the_sync_interval_is_refused_naming_both_knobs(tmp_path):
+    common = ("run", "async/inflight-updates", "--set", "steps=4", "--set", "algorithm.prompts_per_step=16",
+              "--no-plots", "--out", tmp_path / "o")
+    line = refused_in_one_line(*common, "--set", "schedule.max_trajectory_age_steps=1",
+                               "--set", "schedule.trigger_parameter_sync_step=3",
+                               must="schedule.max_trajectory_age_steps: 1 (trainer steps) is below "
+                               "trigger_parameter_sync_step - 1 = 2")
+    assert "set max_trajectory_age_steps >= 2 or trigger_parameter_sync_step <= 2" in line
+    refused_in_one_line(*common, "--set", "schedule.max_trajectory_age_steps=0",
+                        "--set", "schedule.trigger_parameter_sync_step=2", must="max_trajectory_age_steps")
+    rlsim(*common, "--set", "schedule.max_trajectory_age_steps=2", "--set", "schedule.trigger_parameter_sync_step=3",
+          "-q", codes=(0,))
+    finite_files(tmp_path / "o")
+
+
+def test_21_areal_s_drop_at_eta_0_with_a_push_every_2_steps_counts_versions_and_finishes(tmp_path):
+    """eta counts weight versions: the last push's samples are 0 versions old, so the run goes on (it used to compare
+    eta with trainer steps, drop every sample at the step before a push and stall)."""
+    rlsim("run", "async/areal-1.5b-h800", "--set", "steps=4", "--set", "algorithm.prompts_per_step=16",
+          "--set", "schedule.max_head_offpolicyness=0", "--set", "schedule.drop_stale=true",
+          "--set", "schedule.trigger_parameter_sync_step=2", "--no-plots", "--out", tmp_path / "o", "-q", codes=(0,))
+    finite_files(tmp_path / "o")
+
+
+def test_27_verl_v1_max_off_policy_threshold_stops_at_16_as_its_areal_twin(tmp_path):
+    start = time.monotonic()
+    refused_in_one_line("run", "async/verl-v1-separate-async-lending", "--set", "steps=1", "--set", "warmup_steps=0",
+                        "--set", "algorithm.prompts_per_step=4", "--set", "algorithm.samples_per_prompt=2",
+                        "--set", "algorithm.mini_batches=2", "--set", "schedule.max_off_policy_threshold=1e6",
+                        "--no-plots", "--out", tmp_path / "o", must="schedule.max_off_policy_threshold: must be <= 16")
     assert time.monotonic() - start < 10
 
 

@@ -310,9 +310,9 @@ def test_replicas_must_tile_the_role(base):
 
 
 def test_explicit_dp_must_match(base):
-    base["roles"]["rollout"]["parallel"].update(tp=2, pp=2, dp=2)
+    base["roles"]["rollout"]["parallel"].update(tp=4, dp=2)
     assert lines(base) == [
-        "scenario.yaml: roles.rollout.parallel.dp: tp × pp × dp = 2 × 2 × 2 = 8 must equal the role's 16 GPUs"
+        "scenario.yaml: roles.rollout.parallel.dp: tp × pp × dp = 4 × 1 × 2 = 8 must equal the role's 16 GPUs"
     ]
 
 

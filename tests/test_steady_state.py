@@ -57,3 +57,19 @@ def test_cli_run_says_it_warmed_up(tmp_path):
     quiet = CliRunner().invoke(app, ["run", str(AREAL), "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
                                      "--out", str(tmp_path / "r"), "-q"])
     assert quiet.exit_code == 0 and "warming up" not in quiet.output and "(+6 warm-up)" in quiet.output
+    # --quiet hides notes and progress, never a warning: a short explicit warm-up still says it measures the fill.
+    short = CliRunner().invoke(app, ["run", str(AREAL), "--set", "steps=1", "--set", "algorithm.prompts_per_step=16",
+                                     "--set", "warmup_steps=1", "--out", str(tmp_path / "s"), "-q"])
+    assert short.exit_code == 0 and "measures the fill of the pipeline" in short.output
+
+
+def test_verl_v1_is_warmed_up_to_its_head_start():
+    """verl V1 declares its head start like AReaL's rule (eta + 1 versions of parameter_sync_step steps): the tools'
+    own copy of the rule returned 0 for it, so `rlsim run`, sweep and plan never warmed it up."""
+    scn = load_scenario(shipped_dir("scenarios") / "async" / "verl-v1-separate-async-lending.yaml")
+    assert scn.schedule.head_start_steps == 2  # max_off_policy_threshold 1, a push every step
+    warmed, note = steady_scenario(scn)
+    assert warmed.warmup_steps == 3 and "verl-v1: warming up 3 steps" in note
+    four = load_scenario(shipped_dir("scenarios") / "async" / "verl-v1-separate-async-lending.yaml",
+                         ["schedule.parameter_sync_step=4"])
+    assert steady_scenario(four)[0].warmup_steps == 9

@@ -21,26 +21,44 @@ from rlsim.tools.report.validation_band import (
 
 RES = pd.DataFrame([
     {"name": "a", "source": "s1", "gpu": "h800", "params_b": 8.0, "context": 3000, "family": "hybridflow",
-     "error_pct": -30.0},
+     "engine": "vllm", "batch": "large", "error_pct": -30.0},
     {"name": "b", "source": "s1", "gpu": "h800", "params_b": 8.0, "context": 3000, "family": "hybridflow",
-     "error_pct": 40.0},
+     "engine": "vllm", "batch": "large", "error_pct": 40.0},
     {"name": "c", "source": "s2", "gpu": "a100-80gb", "params_b": 8.0, "context": 1000, "family": "serving",
-     "error_pct": 5.0},
+     "engine": "sglang", "batch": "small", "error_pct": 5.0},
     {"name": "d", "source": "s3", "gpu": "h100-sxm", "params_b": 70.0, "context": 5000, "family": "serving",
-     "error_pct": 2.0},
+     "engine": "sglang", "batch": "small", "error_pct": 2.0},
+    {"name": "e", "source": "s4", "gpu": "h100-sxm", "params_b": 7.0, "context": 900, "family": "serving",
+     "engine": "sglang", "batch": "small", "error_pct": -9.0},
 ])
 
 
-def test_band_is_the_rms_of_the_nearest_regime():
-    b = band(Regime("h800", 7.0, 4000, "hybridflow"), RES)
-    # a and b are nearest (same GPU and family), c next: the three nearest rows make the band.
-    assert b.rows == 3
-    assert b.pct == pytest.approx(math.sqrt((30**2 + 40**2 + 5**2) / 3))
-    assert "h800" in b.regime
-    serving = band(Regime("h100-sxm", 70.0, 5000, "serving"), RES)
-    # d, c, then a and b together: rows at the same distance are one regime, never split.
-    assert serving.rows == 4 and serving.pct == pytest.approx(math.sqrt((2**2 + 5**2 + 30**2 + 40**2) / 4))
+def test_band_is_the_rms_of_the_rows_that_resemble_the_job_on_every_axis():
+    b = band(Regime("h800", 7.0, 4000, "hybridflow", engine="vllm"), RES)
+    # a and b resemble (engine, batch, size, context, schedule; the GPU is not an axis): c, d, e differ.
+    assert b.rows == 2 and b.names == ("a", "b")
+    assert b.pct == pytest.approx(math.sqrt((30**2 + 40**2) / 2))
+    serving = band(Regime("h100-sxm", 8.0, 1000, "generation-only", engine="sglang", batch="small"), RES)
+    # c and e (d's model is 70B: more than 4x larger); a serving benchmark stands for a generation-only job.
+    assert serving.names == ("c", "e")
     assert band(Regime("h800", 7.0, 4000, "hybridflow"), RES.iloc[:0]) is None
+
+
+@pytest.mark.parametrize(("change", "axis"), [
+    ({"engine": "sglang"}, "engine"), ({"batch": "small"}, "batch"), ({"params_b": 40.0}, "model"),
+    ({"context": 20_000}, "context"), ({"family": "fully-async"}, "schedule"),
+])
+def test_a_job_unlike_the_rows_on_any_one_axis_gets_no_band(change, axis):
+    from rlsim.tools.report.validation_band import nearest_miss
+
+    regime = Regime(**{**{"gpu": "h800", "params_b": 7.0, "context": 4000, "family": "hybridflow",
+                          "engine": "vllm"}, **change})
+    assert band(regime, RES) is None
+    assert axis in nearest_miss(regime, RES)
+
+
+def test_a_generic_engine_resembles_every_engine_family():
+    assert band(Regime("h800", 7.0, 4000, "hybridflow", engine="generic"), RES).names == ("a", "b")
 
 
 def test_coverage_notes_one_line_per_reason():
@@ -61,15 +79,19 @@ def test_shipped_residuals_and_run_lines():
     scn = load_scenario(shipped_dir("scenarios") / "quickstart.yaml")
     regime = scenario_regime(scn)
     assert regime.params_b > 0 and regime.context > 0 and regime.ep == 1
+    assert (regime.engine, regime.batch) == ("vllm", "large")
     lines = band_lines({"step_time_s": 100.0, "throughput_tokens_per_s": 1000.0}, scn)
-    assert lines[0].startswith("validation band ± ")
-    assert any(ln.startswith("  step time 100.0 s ± ") for ln in lines)
-    assert any(ln.startswith("  throughput 1,000.0 tok/s ± ") for ln in lines)
+    if band(regime, res) is None:  # no number where nothing validated resembles the job
+        assert lines[0].startswith("model error: no validated regime nearby (vllm engine, large batch")
+        assert "nearest: " in lines[0] and "±" not in lines[0]
+    else:
+        assert lines[0].startswith("model error ± ")
+        assert any(ln.startswith("  step time 100.0 s ± ") for ln in lines)
 
 
 def test_component_residuals_do_not_make_the_band():
     ops = pd.DataFrame([{"name": "op", "source": "s9", "gpu": "h800", "params_b": 7.0, "context": 4000,
                          "family": "operator", "error_pct": 500.0}])
     b = band(Regime("h800", 7.0, 4000, "hybridflow"), pd.concat([RES, ops], ignore_index=True))
-    assert b.pct == pytest.approx(math.sqrt((30**2 + 40**2 + 5**2) / 3))
+    assert b.pct == pytest.approx(math.sqrt((30**2 + 40**2) / 2))
     assert band(Regime("h800", 7.0, 4000, "hybridflow"), ops) is None

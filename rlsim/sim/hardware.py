@@ -24,14 +24,20 @@ MIN_EFFICIENCY = 0.001
 # rounded from the two DGX fits (A100 13.2/2.79 and 29.0/13.2, H100 7.6/2.04 and 19.1/7.6).
 P2P_PER_HOP_RATIO = 4.0
 P2P_INTER_NODE_RATIO = 2.5
+# The largest bytes per weight of a 4-bit and of an 8-bit format with its block scales (costs/quantisation.py):
+# NVFP4, 0.5 + one 1-byte scale per 16; MXFP8, 1 + one 1-byte scale per 32.
+FP4_MAX_BYTES = 0.5 + 1.0 / 16
+FP8_MAX_BYTES = 1.0 + 1.0 / 32
 
 # Fields that are numbers about the hardware and therefore need a citation.
 _NUMERIC_FIELDS = (
     "bf16_tflops",
     "fp8_tflops",
+    "fp4_tflops",
     "hbm_gb",
     "hbm_tb_per_s",
     "nvlink_gb_per_s",
+    "nvlink_domain_gpus",
     "nic_gbit_per_s",
     "pcie_gb_per_s",
     "decode_eta_mem",
@@ -67,11 +73,19 @@ class HardwareProfile(BaseModel):
     fp8_tflops: float | None = Field(
         default=None, ge=0.1, le=100_000, description="Peak dense FP8 tensor throughput, TFLOP/s (None: no FP8)"
     )
+    fp4_tflops: float | None = Field(
+        default=None, ge=0.1, le=100_000,
+        description="Peak dense FP4 (NVFP4 / MXFP4) tensor throughput, TFLOP/s (None: no FP4 tensor cores)",
+    )
     hbm_gb: float = Field(ge=1, le=100_000, description="HBM capacity, GB (1e9 bytes)")
     hbm_tb_per_s: float = Field(ge=0.01, le=1000, description="HBM bandwidth, TB/s")
     nvlink_gb_per_s: float = Field(
         ge=0, le=100_000, description="Intra-node GPU-GPU bandwidth per direction, GB/s (0: PCIe only)"
     )
+    nvlink_domain_gpus: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="GPUs one NVLink domain joins (GB200/GB300 NVL72: 72 GPUs over 18 hosts of 4); None: one node. "
+        "Collectives inside a domain use NVLink, across domains the NIC")
     nic_gbit_per_s: float = Field(ge=0.1, le=MAX_BANDWIDTH_GBIT, description="Inter-node NIC bandwidth per GPU, Gbit/s")
     pcie_gb_per_s: float = Field(ge=0.1, le=10_000, description="Host<->device bandwidth achieved, GB/s")
     # Calibrated efficiencies / overheads.
@@ -140,8 +154,13 @@ class HardwareProfile(BaseModel):
         return self.bf16_tflops * 1e12
 
     def peak_flops_for(self, weight_bytes: float) -> float:
-        """Peak FLOP/s for the weight dtype: FP8 (1-byte) weights use the FP8 tensor cores if present."""
-        if weight_bytes <= 1 and self.fp8_tflops is not None:
+        """Peak FLOP/s for the weights' bytes per element, block scales included: 4-bit weights (NVFP4's 0.5625 at
+        most) use FP4 tensor cores, 8-bit ones (MXFP8's 1.03125 at most) FP8 tensor cores, where the GPU has them.
+        Without them the weights are dequantised into BF16 GEMMs (weight-only, as vLLM's Marlin kernels run FP8
+        on Ampere and FP4 before Blackwell): the BF16 peak, the bytes read still the format's."""
+        if weight_bytes <= FP4_MAX_BYTES:
+            return self.peak_flops if self.fp4_tflops is None else self.fp4_tflops * 1e12
+        if weight_bytes <= FP8_MAX_BYTES and self.fp8_tflops is not None:
             return self.fp8_tflops * 1e12
         return self.peak_flops
 
@@ -200,6 +219,13 @@ class HardwareProfile(BaseModel):
     def attention_fixed_s(self) -> float:
         """Per layer and decode step: the paged-attention kernel's fixed time plus the KV-cache write (0 unfitted)."""
         return (self.attention_fixed_us or 0.0) * 1e-6
+
+    def nvlink_domain(self, gpus_per_node: int) -> int:
+        """GPUs that reach each other without the NIC: the NVLink domain (NVL72: 72 GPUs of 18 hosts), else a node
+        (PCIe cards too: their in-node traffic goes over PCIe, `intra_node_bytes_per_s`)."""
+        if self.nvlink_domain_gpus is None or self.nvlink_gb_per_s <= 0:
+            return gpus_per_node
+        return max(self.nvlink_domain_gpus, gpus_per_node)
 
     def intra_node_bytes_per_s(self) -> float:
         """GPU-GPU bandwidth inside a node: NVLink, or PCIe where there is none (L40S)."""

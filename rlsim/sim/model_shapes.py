@@ -124,6 +124,8 @@ ALIASES: dict[str, str] = {
     "llama-34b": "llama-2-34b",
     "codellama-34b": "llama-2-34b",
     "llama-70b": "llama-2-70b",
+    "llama-3.1-8b": "llama-3-8b",  # Llama 3.1 keeps Llama 3's layers, widths and vocabulary (longer RoPE only)
+    "llama-3.1-70b": "llama-3-70b",
     "llama-3.3-70b": "llama-3-70b",
     "qwen2.5-math-7b": "qwen2.5-7b",
     "deepseek-r1-distill-qwen-1.5b": "qwen2.5-1.5b",

@@ -68,7 +68,7 @@ def _engine_stats(engines) -> pd.DataFrame:
 
 def _resolved(scenario: Scenario) -> Scenario:
     """A scenario built in Python rather than loaded: apply its placement here (load_scenario already did)."""
-    if scenario.schedule.kind == "generation-only" or scenario.schedule.placement == "custom":
+    if not scenario.schedule.trains or scenario.schedule.placement == "custom":
         return scenario
     from rlsim.sim.scenario.errors import ScenarioError
     from rlsim.sim.scenario.placement import resolve_scenario
@@ -164,7 +164,7 @@ def _efficiency(scenario: Scenario, steps: pd.DataFrame, timeline: pd.DataFrame,
     from rlsim.sim.results.efficiency import efficiency
     from rlsim.sim.results.metrics import measured_window
 
-    if scenario.schedule.kind == "generation-only" or steps.empty:
+    if not scenario.schedule.trains or steps.empty:
         return {}
     return efficiency(scenario, steps, timeline, _engine_stats(engines), samples, *measured_window(steps))
 

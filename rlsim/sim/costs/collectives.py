@@ -1,7 +1,8 @@
 """NCCL ring collectives: bandwidth term plus a per-hop latency term alpha (docs/sources.md, Design notes: Cost models).
 
-A group that fits inside one node talks over NVLink (PCIe where a GPU has none); a group that spans
-nodes is limited by the per-GPU NIC bandwidth, the slowest link of the ring.
+A group that fits inside one NVLink domain talks over NVLink (PCIe inside a node where a GPU has none); a
+group that spans domains is limited by the per-GPU NIC bandwidth, the slowest link of the ring. The domain is
+a node unless the profile says more (`nvlink_domain_gpus`: GB200/GB300 NVL72 join 72 GPUs of 18 hosts).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from rlsim.sim.hardware import HardwareProfile
 
 
 def ring_bandwidth_bytes_per_s(hw: HardwareProfile, group_size: int, gpus_per_node: int) -> float:
-    """Per-GPU bandwidth of the slowest link in a ring of `group_size` GPUs packed onto nodes."""
-    if group_size <= gpus_per_node:
+    """Per-GPU bandwidth of the slowest link in a ring of `group_size` GPUs packed onto nodes (and NVLink domains)."""
+    if group_size <= hw.nvlink_domain(gpus_per_node):
         return hw.intra_node_bytes_per_s()
     return hw.nic_bytes_per_s
 

@@ -9,7 +9,8 @@ A decode step is the sum of what a real engine runs one after another (docs/sour
 - attention reading every running sequence's KV (or its FLOPs where those dominate): linear in the
   total context S;
 - 2 x layers tensor-parallel all-reduces, each a latency plus its bytes;
-- the engine's fixed per-step cost and its host work per running sequence (`engine_kinds`).
+- the engine's fixed per-step cost and its host work per step and per running sequence (`engine_kinds`),
+  added where the engine does not overlap it with the GPU, a floor under the step where it does.
 
 For a fixed batch B the step is affine in S, t = a(B) + b*S, and S grows by B per step, so the time
 of n steps and the number of steps within a budget are closed forms: the engine schedules one event
@@ -48,33 +49,54 @@ def kernels_per_layer(tp: int, moe: bool = False, ep: int = 1) -> int:
     return 12 + (2 if tp > 1 else 0) + (4 if moe else 0) + (2 if moe and ep > 1 else 0)
 
 
-def launch_time(model: ModelShape, tp: int, overheads: EngineOverheads, ep: int = 1) -> float:
-    """Host launch cost of one step's kernels when the engine runs eagerly (0 with CUDA graphs)."""
-    return model.layers * kernels_per_layer(tp, model.num_experts > 0, ep) * overheads.launch_per_kernel_s
+def launch_time(model: ModelShape, tp: int, overheads: EngineOverheads, ep: int = 1, batch: int | None = None) -> float:
+    """Host launch cost of one step's kernels when the engine runs eagerly (0 with CUDA graphs), or of a decode
+    step at `batch` above the engine's largest captured CUDA graph."""
+    per_kernel = overheads.launch_per_kernel_s if batch is None else overheads.launch_per_kernel_at(batch)
+    return model.layers * kernels_per_layer(tp, model.num_experts > 0, ep) * per_kernel
 
 
 @dataclass(frozen=True)
 class DecodeCoefficients:
-    """Step time t(S) = intercept + slope*S + fixed for a fixed batch, S = total running context.
+    """Step time t(S) = max(intercept + slope*S + fixed, host_floor) for a fixed batch, S = total running context.
 
     `intercept` is the GPU work independent of context (linear layers, TP all-reduces), `fixed` the
-    engine's per-step and per-sequence overheads (kept apart: chunked prefill shares a step's fixed
-    cost with the decode it rides on).
+    engine's per-step and per-sequence overheads that add to it (kept apart: chunked prefill shares a step's
+    fixed cost with the decode it rides on). `host_floor` is the host time of an engine that overlaps its
+    host work with the GPU step (vLLM V1 async scheduling, SGLang's overlap scheduler): a step lasts at least
+    that long, so the host is exposed only where it outlasts the GPU (`engine_kinds`). 0: no overlapped host.
     """
 
     intercept: float
     slope: float
     fixed: float
     batch: int
+    host_floor: float = 0.0
 
     def step_time(self, total_context: float) -> float:
-        return self.intercept + self.slope * total_context + self.fixed
+        t = self.intercept + self.slope * total_context + self.fixed
+        return t if t > self.host_floor else self.host_floor
+
+    def _floored(self, first: float, g: float, n: int) -> int:
+        """How many of n steps (the first costing `first` on the GPU, each next `g` more) the host floor sets."""
+        h = self.host_floor
+        if h <= first:
+            return 0
+        if g * n <= h - first:  # the floor outlasts every step's GPU work (g = 0 included)
+            return n
+        k = math.ceil((h - first) / g)
+        return k if k < n else n
 
     def steps_time(self, s0: float, n: int) -> float:
         """Time of n consecutive steps starting at total context s0 (context grows by `batch` per step)."""
         if n <= 0:
             return 0.0
-        return _series(self.intercept + self.fixed + self.slope * s0, self.slope * self.batch, n)
+        first = self.intercept + self.fixed + self.slope * s0
+        g = self.slope * self.batch
+        k = self._floored(first, g, n)
+        if k == 0:
+            return _series(first, g, n)
+        return k * self.host_floor + _series(first + g * k, g, n - k)
 
     def steps_within(self, s0: float, budget: float, n_max: int) -> int:
         """Largest n <= n_max whose steps fit in `budget` seconds (closed form, then an exact nudge)."""
@@ -97,22 +119,41 @@ class DecodeCoefficients:
             return n_max, t_max, None
         first = self.intercept + self.fixed + self.slope * s0
         g = self.slope * self.batch
+        k = self._floored(first, g, n_max)
+        if not k:
+            return _nudge(lambda m: _series(first, g, m), budget, n_max, self._series_within(first, g, budget, n_max))
+        floor = self.host_floor  # the first k steps last host_floor each, then the GPU series from step k on
+        if k * floor >= budget:
+            n = int(budget / floor)
+        else:
+            n = k + self._series_within(first + g * k, g, budget - k * floor, n_max - k)
+        return _nudge(lambda m: self.steps_time(s0, m), budget, n_max, n)
+
+    @staticmethod
+    def _series_within(first: float, g: float, budget: float, n_max: int) -> int:
+        """The closed-form estimate of how many steps of the series (first, g) fit in `budget` (nudged after)."""
         if g > 0:  # g/2 n^2 + (first - g/2) n - budget = 0
             b = first - g / 2.0
             n = int((-b + math.sqrt(b * b + 2.0 * g * budget)) / g)
         else:
             n = int(budget / first) if first > 0 else n_max
-        n = 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
-        t_n = _series(first, g, n)  # = steps_time(s0, n), bit for bit
-        while n > 0 and t_n > budget:
-            n -= 1
-            t_n = _series(first, g, n)
-        while n < n_max:
-            t_next = _series(first, g, n + 1)
-            if t_next > budget:
-                return n, t_n, t_next
-            n, t_n = n + 1, t_next
-        return n, t_n, None
+        return 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
+
+
+def _nudge(t, budget: float, n_max: int, n: int) -> tuple[int, float, float | None]:
+    """`steps_split`'s exact answer from an estimate n of the steps within `budget`, `t(m)` the time of m steps:
+    (n, t(n), t(n + 1) or None at n_max)."""
+    n = 0 if n < 0 else (n_max if n > n_max else n)  # min(max(n, 0), n_max), without the builtins
+    t_n = t(n)
+    while n > 0 and t_n > budget:
+        n -= 1
+        t_n = t(n)
+    while n < n_max:
+        t_next = t(n + 1)
+        if t_next > budget:
+            return n, t_n, t_next
+        n, t_n = n + 1, t_next
+    return n, t_n, None
 
 
 def _weight_bytes_read(model: ModelShape, batch: int) -> float:
@@ -185,16 +226,19 @@ def linear_layers_time(
 
 
 def attention_seconds_per_context_token(
-    model: ModelShape, hw: HardwareProfile, tp: int, eta_mem: float | None = None
+    model: ModelShape, hw: HardwareProfile, tp: int, eta_mem: float | None = None, queries: int = 1
 ) -> float:
     """Decode attention per token of running context: its KV read, or its FLOPs where those dominate.
 
-    `eta_mem` is the attention kernel's HBM efficiency (an engine property); default the profile's.
+    `eta_mem` is the attention kernel's HBM efficiency (an engine property); default the profile's. `queries`:
+    positions per sequence attending at once (a speculative verification step's k + 1), one KV read for all.
     """
     kv = model.kv_bytes_per_token / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
     flops = 4.0 * model.layers * model.heads * model.d_head / (
         hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute
     )
+    if queries != 1:
+        flops *= queries
     return max(kv, flops)
 
 
@@ -220,15 +264,18 @@ def decode_coefficients(
     combine all-to-alls to the intercept, and its experts are the busiest EP rank's (costs/moe.py).
     """
     o = overheads if overheads is not None else generic_overheads(hw, host_per_seq_s)
-    intercept = linear_layers_time(model, hw, tp, batch, o.weight_eta_mem, ep) + tp_allreduce_time(
-        model, hw, tp, batch, latency_s=o.allreduce_latency_s)
+    padded = o.graph_batch(batch)  # a CUDA-graph replay computes the captured size's batch
+    intercept = linear_layers_time(model, hw, tp, padded, o.weight_eta_mem, ep) + tp_allreduce_time(
+        model, hw, tp, padded, latency_s=o.allreduce_latency_s)
     if ep > 1:
         intercept += generation_alltoall_time(model, hw, ep, batch, gpus_per_node)
     return DecodeCoefficients(
         intercept=intercept,
         slope=attention_seconds_per_context_token(model, hw, tp, o.attention_eta_mem),
-        fixed=o.step_s + launch_time(model, tp, o, ep) + o.host_per_seq_s * batch + model.layers * hw.attention_fixed_s,
+        fixed=o.step_s + launch_time(model, tp, o, ep, batch) + o.exposed_host_s(batch)
+        + model.layers * hw.attention_fixed_s,
         batch=batch,
+        host_floor=o.host_floor_s(batch),
     )
 
 
@@ -290,7 +337,9 @@ class PrefillCost:
         self._model, self._hw, self._tp = model, hw, tp
         self._ep = ep if model.num_experts else 1
         self._gpus_per_node = gpus_per_node
-        self._latency_s, self._step_s = o.allreduce_latency_s, o.step_s + launch_time(model, tp, o, self._ep)
+        # A prefill iteration pays the engine's host step too (scheduling, input preparation) where it is exposed.
+        self._latency_s = o.allreduce_latency_s
+        self._step_s = o.step_s + launch_time(model, tp, o, self._ep) + o.exposed_host_s(0)
         self._flops_per_token = 2.0 * model.active_params
         self._flops_per_sq = 2.0 * model.layers * (model.heads * model.d_head)
         self._compute_rate = hw.peak_flops_for(model.weight_bytes) * tp * hw.prefill_eta_compute

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.costs.moe import expert_params
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
@@ -123,8 +124,9 @@ def training_memory_per_gpu(
     bf16 params 2N, grads `grad_bytes`*N (fp32 by default), Adam fp32 master + m + v 12N, all split
     over tp*pp model-parallel ranks and, when sharded (ZeRO-1/2/3, FSDP), over the dp ranks. N counts
     every MoE expert: expert weights are stored and optimised even when few are active per token.
-    With expert parallelism (`ep` > 1) the experts are split over max(tp, ep) ranks instead of tp, and
-    their sharded state over the tp x dp / max(tp, ep) expert-data-parallel ranks (`expert_split`).
+    With expert parallelism (`ep` > 1) the experts are split over the expert group (ep x Megatron's expert
+    tensor split, costs/layout.py) instead of tp, and their sharded state over the expert data-parallel ranks
+    (`expert_split`).
     """
     weights, grads, optimizer = training_state_bytes(
         model, tp, pp, dp, shard_optimizer=shard_optimizer, shard_grads=shard_grads, shard_params=shard_params,
@@ -141,9 +143,9 @@ def training_state_bytes(
     grad_bytes: float, optimizer_bytes_per_param: float = 12.0, ep: int = 1,
 ) -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes per GPU of a training role (`training_memory_per_gpu`); also what host
-    offload moves (costs/offload.py). With `ep` > 1 the experts are split over max(tp, ep) GPUs per stage."""
+    offload moves (costs/offload.py). With `ep` > 1 the experts are split over the expert group of each stage."""
     if ep > 1 and model.num_experts:
-        (dense, d_dp), (experts, e_dp) = expert_split(model, tp, pp, dp, ep)
+        (dense, d_dp), (experts, e_dp) = expert_split(model, ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep))
         weights, grads, optimizer = (
             per * (dense / (d_dp if shard else 1) + experts / (e_dp if shard else 1))
             for per, shard in ((PARAM_BYTES_TRAIN, shard_params), (grad_bytes, shard_grads),
@@ -156,17 +158,16 @@ def training_state_bytes(
     return weights, grads, optimizer
 
 
-def expert_split(model: ModelShape, tp: int, pp: int, dp: int, ep: int) -> tuple[tuple[float, int], ...]:
+def expert_split(model: ModelShape, layout: ParallelLayout) -> tuple[tuple[float, int], ...]:
     """((non-expert parameters per GPU, their data-parallel ranks), (expert parameters per GPU, theirs)).
 
-    Experts are sharded over ep ranks and tensor-split over what is left of tp (Megatron-Core's
-    expert_tensor_parallel_size = tp / ep when ep divides tp, else 1): max(tp, ep) GPUs share a layer's
-    experts, and the tp x dp ranks of a stage hold tp x dp / max(tp, ep) copies of each shard (at least one:
-    a layout probed with fewer ranks than ep, which validation refuses, is priced as one copy).
+    The non-expert parameters are split over tp x pp and replicated over dp; the experts are split over the
+    expert group of each stage (ep x Megatron's expert tensor split) and pp, and replicated over the expert
+    data-parallel ranks (costs/layout.py, the one rule the reshard reads too).
     """
     experts = expert_params(model)
-    split = max(tp, ep)
-    return ((model.params - experts) / (tp * pp), dp), (experts / (split * pp), max(1, tp * dp // split))
+    return ((model.params - experts) / layout.replica_gpus, layout.dp), (experts / layout.expert_group_gpus,
+                                                                         layout.expert_dp)
 
 
 def forward_memory_per_gpu(
@@ -178,7 +179,7 @@ def forward_memory_per_gpu(
     exist at once and are often the peak for large-vocabulary models.
     """
     if ep > 1 and model.num_experts:
-        (dense, _), (experts, _) = expert_split(model, tp, pp, 1, ep)
+        (dense, _), (experts, _) = expert_split(model, ParallelLayout(tp=tp, pp=pp, ep=ep))
         weights = (dense + experts) * model.weight_bytes
     else:
         weights = model.weight_bytes_total / (tp * pp)

@@ -16,6 +16,7 @@ from statistics import NormalDist
 import numpy as np
 
 from rlsim.sim.costs.collectives import alltoall_time
+from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -26,13 +27,6 @@ ACTIVATION_BYTES = 2.0
 def expert_params(model: ModelShape) -> float:
     """Parameters of all routed experts (gated MLPs); the router and everything else are not sharded by EP."""
     return float(model.layers * 3 * model.hidden * model.ffn * model.num_experts)
-
-
-def expert_tensor_split(tp: int, ep: int) -> int:
-    """GPUs each expert is tensor-split over: tp / ep when ep divides tp, else 1 (Megatron-Core's
-    expert_tensor_parallel_size; an engine's ep always divides its tp). ep x this = max(tp, ep) GPUs share
-    a layer's experts (costs/memory.py `expert_split`)."""
-    return tp // ep if tp % ep == 0 else 1
 
 
 def touched_share(model: ModelShape, tokens: float) -> float:
@@ -81,17 +75,18 @@ def read_imbalance(model: ModelShape, tokens: float, ep: int) -> float:
 def ep_alltoall_time(hw: HardwareProfile, size_bytes: float, ep: int, gpus_per_node: int) -> float:
     """One all-to-all over `ep` GPUs of `size_bytes` per GPU.
 
-    Inside a node: the p2p latency + (ep-1)/ep of the buffer over NVLink. Across nodes (ep packed onto
-    nodes of `gpus_per_node`): the share bound for other nodes, (ep - g)/ep, crosses the GPU's NIC while
-    the in-node share (g - 1)/ep goes over NVLink at the same time; the slower of the two, plus the
-    cross-node p2p latency.
+    Inside a node (an NVLink domain, `hw.nvlink_domain`: NVL72 joins 72 GPUs of 18 hosts): the p2p latency +
+    (ep-1)/ep of the buffer over NVLink. Across domains (ep packed onto domains of g GPUs): the share bound
+    for other domains, (ep - g)/ep, crosses the GPU's NIC while the in-domain share (g - 1)/ep goes over
+    NVLink at the same time; the slower of the two, plus the cross-node p2p latency.
     """
     if ep <= 1 or size_bytes <= 0:
         return 0.0
-    if ep <= gpus_per_node:
+    domain = hw.nvlink_domain(gpus_per_node)  # a node, or an NVL72 rack's 72 GPUs
+    if ep <= domain:
         return alltoall_time(size_bytes, ep, hw.intra_node_bytes_per_s(), hw.p2p_latency_s())
-    off_node = size_bytes * (ep - gpus_per_node) / ep / hw.nic_bytes_per_s
-    on_node = size_bytes * (gpus_per_node - 1) / ep / hw.intra_node_bytes_per_s()
+    off_node = size_bytes * (ep - domain) / ep / hw.nic_bytes_per_s
+    on_node = size_bytes * (domain - 1) / ep / hw.intra_node_bytes_per_s()
     return hw.p2p_latency_s(inter_node=True) + (off_node if off_node > on_node else on_node)
 
 
@@ -134,7 +129,7 @@ def expert_gemm_time(model: ModelShape, hw: HardwareProfile, tokens: float, tp: 
         return 0.0
     e, k = model.num_experts, model.experts_per_token
     ep = max(ep, 1)
-    ffn = model.ffn / expert_tensor_split(tp, ep)
+    ffn = model.ffn / ParallelLayout(tp=tp, ep=ep, engine=True).expert_tensor_split
     touched = e / ep * touched_share(model, tokens) * read_imbalance(model, tokens, ep)
     copies = tokens * k / ep * token_imbalance(model, tokens, ep)
     read = touched * 3.0 * model.hidden * ffn * model.weight_bytes / (hw.hbm_bytes_per_s * hw.moe_gemm_eta_mem)

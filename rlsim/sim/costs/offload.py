@@ -3,8 +3,8 @@
 
 Every GPU has its own PCIe link to the host, so the time is the bytes one GPU holds divided by one
 link's bandwidth; all GPUs move their shards in parallel. The bytes are the training memory's own
-(`costs/memory.py` `training_state_bytes`): with expert parallelism a GPU holds 1/max(tp, ep) of the
-experts of its pipeline stage, and their sharded state is split over the expert data-parallel ranks.
+(`costs/memory.py` `training_state_bytes`): with expert parallelism a GPU holds 1/(expert group) of the
+experts of its pipeline stage (costs/layout.py), and their sharded state is split over the expert data-parallel ranks.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from rlsim.sim.costs.collectives import allgather_time, broadcast_time, ring_bandwidth_bytes_per_s
-from rlsim.sim.costs.moe import expert_tensor_split
+from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.hardware import HardwareProfile
 
 RESHARD_METHODS = ("3d-hybrid-engine", "hybridflow-v", "naive")
@@ -88,9 +88,11 @@ def reshard_time(
     return allgather_time(volume * group / (group - 1), group, bw, hw.collective_latency_s)
 
 
-def _expert_group(train_tp: int, train_pp: int, train_ep: int) -> int:
-    """Training GPUs that share a layer's experts, over the pipeline stages: ep x split x pp."""
-    return train_ep * expert_tensor_split(train_tp, train_ep) * train_pp
+def _expert_layouts(train_tp: int, train_pp: int, train_dp: int, train_ep: int, gen_tp: int,
+                    gen_ep: int) -> tuple[ParallelLayout, ParallelLayout]:
+    """The training and engine layouts whose expert rules (costs/layout.py) the reshard reads."""
+    return (ParallelLayout(tp=train_tp, pp=train_pp, dp=train_dp, ep=train_ep),
+            ParallelLayout(tp=gen_tp, ep=gen_ep, engine=True))
 
 
 def expert_reshard_bytes_per_gpu(
@@ -104,14 +106,15 @@ def expert_reshard_bytes_per_gpu(
     needs 1/tp_g of the experts; what it already holds is the overlap of its training shard with that engine
     shard, the blocks and slices taken as nested and aligned (the 3D-HybridEngine's grouping, as for the rest
     of the model): min(1/ep_t, 1/ep_g) x min(1/(split_t x pp_t), 1/split_g). Same ep and split on both sides:
-    nothing moves. hybridflow-v gathers the experts over the max(tp, ep) x pp GPUs that share them; naive
+    nothing moves. hybridflow-v gathers the experts over the expert group x pp GPUs that share them; naive
     gathers everything over every GPU, whatever the layout.
     """
-    train_split, gen_split = expert_tensor_split(train_tp, train_ep), gen_tp // gen_ep
+    train, gen = _expert_layouts(train_tp, train_pp, train_dp, train_ep, gen_tp, gen_ep)
+    train_split, gen_split = train.expert_tensor_split, gen.expert_tensor_split
     if method == "naive":
         return reshard_bytes_per_gpu(method, expert_bytes, train_tp, train_pp, train_dp, gen_tp)
     if method == "hybridflow-v":
-        share = _expert_group(train_tp, train_pp, train_ep)
+        share = train.expert_group_gpus
         return (share - 1) / share * expert_bytes
     if method == "3d-hybrid-engine":
         held = min(1.0 / train_ep, 1.0 / gen_ep) * min(1.0 / (train_split * train_pp), 1.0 / gen_split)
@@ -124,13 +127,13 @@ def expert_reshard_time(
     train_ep: int, gen_tp: int, gen_ep: int, gpus_per_node: int = 8,
 ) -> float:
     """Seconds to move the experts into the engine's layout: a gather among the GPUs holding any piece of a
-    GPU's engine shard (3D-HybridEngine: its training expert group of max(tp, ep) x pp GPUs and its engine's
+    GPU's engine shard (3D-HybridEngine: its training expert group x pp GPUs and its engine's
     tp_g GPUs; hybridflow-v: the expert group; naive: every GPU)."""
     if method == "naive":
         return reshard_time(method, expert_bytes, hw, train_tp, train_pp, train_dp, gen_tp, 1, gpus_per_node)
     volume = expert_reshard_bytes_per_gpu(method, expert_bytes, train_tp, train_pp, train_dp, train_ep, gen_tp,
                                           gen_ep)
-    group = _expert_group(train_tp, train_pp, train_ep)
+    group = _expert_layouts(train_tp, train_pp, train_dp, train_ep, gen_tp, gen_ep)[0].expert_group_gpus
     if method == "3d-hybrid-engine":
         group = max(group, gen_tp)
     if volume <= 0 or group <= 1:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.costs.long_context import PLAIN, PassOptions, micro_batches, rank_parts
 from rlsim.sim.costs.memory import expert_split
 from rlsim.sim.costs.moe import TrainingEP
@@ -87,7 +88,7 @@ def grad_allreduce_time(
     """
     bw = ring_bandwidth_bytes_per_s(hw, tp * pp * dp, gpus_per_node)
     if ep > 1 and model.num_experts and params is None:
-        (dense, d_dp), (experts, e_dp) = expert_split(model, tp, pp, dp, ep)
+        (dense, d_dp), (experts, e_dp) = expert_split(model, ParallelLayout(tp=tp, pp=pp, dp=dp, ep=ep))
         return (allreduce_time(grad_bytes * dense, d_dp, bw, hw.collective_latency_s)
                 + allreduce_time(grad_bytes * experts, e_dp, bw, hw.collective_latency_s))
     size = grad_bytes * (model.params if params is None else params) / (tp * pp)

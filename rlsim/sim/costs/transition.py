@@ -31,6 +31,7 @@ from rlsim.sim.costs.collectives import ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.long_context import ELEMENTWISE_HBM_ETA
 from rlsim.sim.costs.moe import expert_params
 from rlsim.sim.costs.offload import pcie_transfer_time
+from rlsim.sim.costs.quantisation import quantise_time
 from rlsim.sim.costs.resharding import expert_reshard_time, reshard_time
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
@@ -132,6 +133,7 @@ class TransitionSetup:
     synced: ModelShape | None = None  # what gather and load move, if not the whole model (a LoRA adapter)
     train_ep: int = 1  # expert parallelism of the actor and of the engines (costs/moe.py)
     gen_ep: int = 1
+    engine: ModelShape | None = None  # the engines' copy when it differs from the trained model (quantised)
 
 
 def megatron_gather_time(s: TransitionSetup) -> float:
@@ -150,7 +152,7 @@ def megatron_gather_time(s: TransitionSetup) -> float:
 
 def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
     """Train -> generate parts (module docstring)."""
-    wake = engine_weight_swap_time(s.model, s.hw, s.gen_tp, s.sleep_level) + max(
+    wake = engine_weight_swap_time(s.engine or s.model, s.hw, s.gen_tp, s.sleep_level) + max(
         0.0, s.kv_pool_bytes_per_gpu) / KV_MAP_BYTES_PER_S
     moved = s.synced or s.model
     if s.sharding == "fsdp":
@@ -158,6 +160,8 @@ def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
     else:
         gather = megatron_gather_time(s)
     load = engine_load_time(moved, s.hw, s.gen_tp, convert_layout=s.sharding != "fsdp")
+    if s.engine is not None and s.synced is None:  # a quantising load: each GPU quantises its engine shard
+        load += quantise_time(s.model, s.engine.weight_bytes, s.hw, s.gen_tp)
     graphs = graph_capture_time(s.model, s.max_num_seqs) if (
         s.cuda_graphs and s.engine_kind in RECAPTURE_KINDS) else 0.0
     return TransitionParts(wake=wake, gather=gather, load=load, graphs=graphs, host=s.host_s, offload=offload_s)
@@ -165,4 +169,5 @@ def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
 
 def to_train(s: TransitionSetup, onload_s: float = 0.0) -> TransitionParts:
     """Generate -> train: the engine sleeps (weights to host at level 1), training state comes back."""
-    return TransitionParts(sleep=engine_weight_swap_time(s.model, s.hw, s.gen_tp, s.sleep_level), offload=onload_s)
+    return TransitionParts(sleep=engine_weight_swap_time(s.engine or s.model, s.hw, s.gen_tp, s.sleep_level),
+                           offload=onload_s)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.hardware import HardwareProfile
@@ -19,22 +18,22 @@ def register_pools(scn: Scenario, env: SimEnvironment) -> None:
 
 
 def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout") -> list[InferenceEngine]:
-    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp)."""
+    """One engine per `tp` GPUs of the role (vLLM/SGLang replicas; generation DP = gpus / tp: the layout's
+    engine_gpus, the same the memory check sizes an engine by)."""
     role = scn.roles[role_name]
     if role.engine is None:
         raise ValueError(f"roles.{role_name}.engine is required to build inference engines")
     hw = role_hardware(scn, role)
-    model = scn.models[role.model]
-    tp = role.parallel.tp
-    capacity = kv_capacity_tokens(
-        model, hw, tp, role.engine.gpu_memory_utilization, role.engine.activation_reserve_gb * 1e9
-    )
+    model = role.engine.shape(scn.models[role.model])  # quantised weights / KV, as the engines hold them
+    layout = scn.layout(role_name)
+    tp = layout.engine_gpus
+    capacity = role.engine.kv_capacity(model, hw, tp)
     count = scn.role_gpus(role_name) // tp
     shared: dict = {}  # identical replicas share one decode-coefficient table
     return [
         InferenceEngine(
             env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
-            pool=role.pool, role=role_name, decode_cache=shared, ep=role.parallel.ep,
+            pool=role.pool, role=role_name, decode_cache=shared, ep=layout.ep,
             gpus_per_node=scn.cluster.pools[role.pool].gpus_per_node,
         )
         for i in range(count)

@@ -22,6 +22,7 @@ from typing import Literal
 import simpy
 
 from rlsim.sim.costs.generation import DecodeCoefficients, PrefillCost, decode_coefficients
+from rlsim.sim.costs.speculative import SpeculativeSteps
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.prefix_cache import PrefixCache
 from rlsim.sim.engine.request import Request
@@ -45,7 +46,7 @@ class InferenceEngine:
         "running", "_heap", "_seq", "_tick", "_base", "_cache", "_coeffs", "_wake", "_decoding",
         "_segment", "_segment_end", "_segment_steps", "load_watch", "_pause_requested", "_resume_evt", "_resume_mode",
         "paused", "_busy_start", "_busy_step", "tokens_generated", "tokens_prefilled", "preemptions", "completed",
-        "stats_columns", "process", "admission_gate", "_ep_layout"
+        "stats_columns", "process", "admission_gate", "_ep_layout", "_spec"
     )
 
     def __init__(
@@ -76,6 +77,7 @@ class InferenceEngine:
         self.overheads = settings.overheads(hw)  # the engine kind's per-step costs on this GPU
         self._ep_layout = (ep, gpus_per_node)  # expert parallelism and the node it is placed on (costs/moe.py)
         self._prefill_cost = PrefillCost(model, hw, tp, self.overheads, ep, gpus_per_node)
+        self._spec = SpeculativeSteps.of(settings.speculative, model, hw, tp, self.overheads, ep, gpus_per_node)
         self.kv_capacity = float(kv_capacity_tokens)
         self.pool = pool
         self.role = role
@@ -425,7 +427,9 @@ class InferenceEngine:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
                     n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))
                     steps = min(iters, n)
-                    c = self._coefficients(len(running))
+                    c = self._coefficients(b := len(running))
+                    if self._spec is not None:  # a speculative step per token, at the batch's mean position
+                        c = self._spec.per_token(c, b, self._kv_held() / b + steps / 2.0, self.weight_version)
                     dt += c.steps_time(self._kv_held(), steps) - steps * c.fixed
                     yield env.timeout(dt)
                     self._tick += steps  # every running sequence decoded `steps` tokens
@@ -454,6 +458,8 @@ class InferenceEngine:
                 batch(b)
                 kv(self.kv_used)
             c = coeffs.get(b) or self._coefficients(b)
+            if self._spec is not None:  # a speculative step per token, at the batch's mean position half-way
+                c = self._spec.per_token(c, b, s0 / b + n / 2.0, self.weight_version)
             dt = c.steps_time(s0, n)
             self._segment = (env.now, dt, s0, n, c)
             self._segment_steps = n

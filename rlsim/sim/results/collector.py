@@ -52,14 +52,14 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("response_length/max", "tokens", LABEL, "longest response of the step"),
     Column("response_length/min", "tokens", LABEL, "shortest response of the step"),
     Column("policy_version", "version", LABEL, "trainer's policy version when the step ended"),
-    Column("staleness/mean", "versions", LABEL, "mean over the step's samples of trainer - oldest token version"),
-    Column("staleness/max", "versions", LABEL, "largest staleness of the step's samples"),
-    Column("staleness/p50", "versions", LABEL, "median staleness of the step's samples"),
-    Column("staleness/p90", "versions", LABEL, "90th percentile staleness of the step's samples"),
+    Column("staleness/mean", "trainer steps", LABEL, "mean over the step's samples of trainer - oldest token version"),
+    Column("staleness/max", "trainer steps", LABEL, "largest staleness of the step's samples"),
+    Column("staleness/p50", "trainer steps", LABEL, "median staleness of the step's samples"),
+    Column("staleness/p90", "trainer steps", LABEL, "90th percentile staleness of the step's samples"),
     Column("preemptions", "count", PER_STEP, "KV-cache preemptions on the rollout engines during the step"),
-    Column("staleness/token_mean", "versions", LABEL, "mean over the step's generated tokens of trainer - token "
+    Column("staleness/token_mean", "trainer steps", LABEL, "mean over the step's generated tokens of trainer - token "
            "version"),
-    Column("staleness/token_max", "versions", LABEL, "largest trainer - token version among the step's tokens"),
+    Column("staleness/token_max", "trainer steps", LABEL, "largest trainer - token version among the step's tokens"),
     Column("tokens/multi_version_share", "fraction", LABEL, "share of the step's generated tokens in sequences that "
            "span >1 policy version"),
     Column("samples/multi_version", "samples", PER_STEP, "trained samples whose tokens span >1 policy version"),

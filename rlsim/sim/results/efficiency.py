@@ -94,9 +94,10 @@ def _generation(scn: Scenario, timeline: pd.DataFrame, stats: pd.DataFrame, t0: 
 def _decode_work(scn: Scenario, role: str, seconds: np.ndarray, running: np.ndarray, kv: np.ndarray):
     """FLOPs and HBM bytes of the decode iterations that fit in `seconds` at each batch and context."""
     spec = scn.roles[role]
-    model = scn.models[spec.model]
+    model = spec.engine.shape(scn.models[spec.model])  # the bytes the engines read (quantised rollout)
     hw = scn.cluster.pools[spec.pool].profile()
-    tp = spec.parallel.tp
+    layout = scn.layout(role)
+    tp = layout.engine_gpus
     overheads = spec.engine.overheads(hw)
     q_dim = model.heads * model.d_head
     use = (seconds > 0) & (running > 0)
@@ -104,7 +105,7 @@ def _decode_work(scn: Scenario, role: str, seconds: np.ndarray, running: np.ndar
     if not len(s):
         return 0.0, 0.0
     batches = np.unique(n)  # one set of step-time coefficients per batch size (t = a + b * context)
-    ep, gpn = spec.parallel.ep, scn.cluster.pools[spec.pool].gpus_per_node
+    ep, gpn = layout.ep, scn.cluster.pools[spec.pool].gpus_per_node
     coef = {int(b): decode_coefficients(model, hw, tp, int(b), overheads=overheads, ep=ep, gpus_per_node=gpn)
             for b in batches}
     a = np.array([coef[int(b)].intercept + coef[int(b)].fixed for b in n])

@@ -6,13 +6,18 @@ as a Problem at the dotted path the user has to change, with the numbers that ma
 Parallelism rule (kept simple on purpose): tensor parallelism stays inside a node, as every
 verl / Megatron / vLLM deployment does, so `tp` must divide the pool's `gpus_per_node`; a replica
 spans `tp * pp` GPUs, so `tp * pp` must divide the role's GPUs (pipeline stages may cross nodes);
-an explicit `dp` must make `tp * pp * dp` equal to the role's GPUs.
+an explicit `dp` must make `tp * pp * dp` equal to the role's GPUs. An inference engine is `tp` GPUs:
+engine roles have no pipeline stages (`pp` 1). Expert parallelism follows the one layout rule of
+rlsim/sim/costs/layout.py (the memory check and the reshard read the same object).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import ValidationError
 
+from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.csv_inputs import CsvInputError, read_length_trace
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.scenario.errors import Problem
@@ -56,6 +61,13 @@ def max_sequence_tokens(scn: Scenario) -> int:
 
 
 # ---------------------------------------------------------------- pools and roles
+
+
+def check_roles(scn: Scenario) -> list[Problem]:
+    """The problems of the roles alone: references, GPU counts and each role's parallel layout."""
+    problems: list[Problem] = []
+    _check_roles(scn, problems)
+    return problems
 
 
 def _check_pools(scn: Scenario, problems: list[Problem]) -> dict[str, HardwareProfile]:
@@ -132,8 +144,12 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
                 )
             )
             ok = False
+        if role.engine is not None and pp > 1:
+            problems.append(Problem(f"{at}.parallel.pp", f"must be 1 for an engine role, got {pp}: rlsim models an "
+                                    f"inference engine as tp GPUs without pipeline stages (use tp, or more engines)"))
+            ok = False
         if ok and role.parallel.ep > 1:
-            ep_problems = _expert_parallel_problems(scn, name, gpus)
+            ep_problems = _expert_parallel_problems(scn, name)
             problems += ep_problems
             ok = not ep_problems
         if ok:
@@ -141,22 +157,18 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
     return sound
 
 
-def _expert_parallel_problems(scn: Scenario, name: str, gpus: int) -> list[Problem]:
+def _expert_parallel_problems(scn: Scenario, name: str) -> list[Problem]:
     """`parallel.ep` > 1: an MoE model whose experts split evenly over ep GPUs of one engine (SGLang's
     --ep-size divides its tp) or of a training role's tp x dp ranks (Megatron's expert_model_parallel_size)."""
     role = scn.roles[name]
-    ep, tp, pp = role.parallel.ep, role.parallel.tp, role.parallel.pp
+    ep = role.parallel.ep
     at = f"roles.{name}.parallel.ep"
     model = scn.models[role.model]
     if not model.num_experts:
         return [Problem(at, f"{ep} needs an MoE model, but model {role.model!r} is dense (num_experts 0)")]
     problems = []
-    if role.engine is not None and tp % ep:
-        problems.append(Problem(at, f"must divide the engine's tp ({tp}): experts are sharded over the engine's "
-                                f"GPUs, got {ep}"))
-    elif role.engine is None and (gpus // pp) % ep:
-        problems.append(Problem(at, f"must divide tp × dp ({gpus // pp}): experts are sharded over the "
-                                f"data- and tensor-parallel ranks, got {ep}"))
+    if why := scn.layout(name).expert_problem():
+        problems.append(Problem(at, f"{why}, got {ep}"))
     if model.num_experts % ep:
         problems.append(Problem(at, f"must divide the model's num_experts ({model.num_experts}), got {ep}"))
     return problems
@@ -212,20 +224,19 @@ def _check_memory(
     problems: list[Problem],
 ) -> None:
     """Does each role fit on its GPUs at its parallelism? Roles with other problems are skipped."""
-    from rlsim.sim.costs.memory import kv_capacity_tokens
-
     for name in [r for r in scn.roles if r in sound_roles]:  # file order, deterministic output
         role = scn.roles[name]  # type: ignore[index]
         hw = profiles.get(role.pool)
         if hw is None:
             continue
         model = scn.models[role.model]
-        tp, pp = role.parallel.tp, role.parallel.pp
+        layout = scn.layout(name)
         if role.engine is not None and name in ("rollout", "reward"):
             engine = role.engine
-            n = tp * pp  # GPUs of one engine: the memory its weights and KV cache share
+            model = engine.shape(model)  # the engines' weight and KV formats (quantised rollout)
+            n = layout.engine_gpus  # GPUs of one engine: the memory its weights and KV cache share
             reserve = engine.activation_reserve_gb * _GB
-            kv = kv_capacity_tokens(model, hw, n, engine.gpu_memory_utilization, reserve)
+            kv = engine.kv_capacity(model, hw, n)
             usable = hw.hbm_bytes * engine.gpu_memory_utilization * n
             share = f"{engine.gpu_memory_utilization:g} × {hw.hbm_gb:g} GB × {n} GPU{'s' if n > 1 else ''}"
             if kv <= 0:
@@ -256,13 +267,13 @@ def _check_memory(
                     )
                 )
         elif name in TRAINING_ROLES and max_tokens is not None:
-            dp = role.parallel.dp or scn.role_gpus(name) // (tp * pp)
+            dp = layout.dp
             mem = role_training_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 fix = memory_fix(role, model, hw, dp, max_tokens)
                 problems.append(Problem(f"roles.{name}", f"does not fit: {mem.describe()}{fix}"))
         elif name in FORWARD_ROLES and max_tokens is not None:
-            dp = role.parallel.dp or scn.role_gpus(name) // (tp * pp)
+            dp = layout.dp
             mem = role_forward_memory(role, model, hw, dp, max_tokens)
             if not mem.fits:
                 fix = memory_fix(role, model, hw, dp, max_tokens, forward=True)
@@ -339,8 +350,6 @@ def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_toke
 
 def role_forward_memory(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int):
     """Per-GPU memory of a forward-only role; FSDP keeps 1/dp of the weights (gathered layer by layer)."""
-    from dataclasses import replace
-
     from rlsim.sim.costs.memory import forward_memory_per_gpu
 
     t = role.train
@@ -376,7 +385,7 @@ def memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int, f
                 "parallel": role.parallel.model_copy(update={"tp": t})}), gpus // (t * pp)):
             options.append(f"parallel.tp={t}")
             break
-    ep = _fitting_ep(role, model, gpus // pp, fits, dp)
+    ep = _fitting_ep(role, model, ParallelLayout(tp=tp, pp=pp, dp=dp), fits, dp)
     if ep:
         options.append(f"parallel.ep={ep}")
     offloads = () if forward else (
@@ -392,13 +401,14 @@ def memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int, f
     return "; no GPU count up to 1,024 or TP fits" if forward else "; no GPU count up to 1,024, TP or offload fits"
 
 
-def _fitting_ep(role, model, ranks: int, fits, dp: int) -> int:
-    """The smallest larger expert-parallel degree that fits an MoE role (dividing its tp x dp `ranks` and the
-    experts, as validation requires); 0 when the model is dense or none does."""
+def _fitting_ep(role, model, layout: ParallelLayout, fits, dp: int) -> int:
+    """The smallest larger expert-parallel degree that fits an MoE role (one its layout can shard the experts
+    over, dividing the experts, as validation requires); 0 when the model is dense or none does."""
     if not model.num_experts:
         return 0
     for ep in (2 ** k for k in range(1, 11)):
-        if ep > role.parallel.ep and ranks % ep == 0 and model.num_experts % ep == 0 and fits(
-                role.model_copy(update={"parallel": role.parallel.model_copy(update={"ep": ep})}), dp):
+        if ep <= role.parallel.ep or replace(layout, ep=ep).expert_problem() or model.num_experts % ep:
+            continue
+        if fits(role.model_copy(update={"parallel": role.parallel.model_copy(update={"ep": ep})}), dp):
             return ep
     return 0

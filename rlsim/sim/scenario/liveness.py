@@ -14,8 +14,6 @@ from rlsim.sim.limits import MAX_TURNS
 from rlsim.sim.scenario.errors import Problem
 from rlsim.sim.scenario.schema import LengthDistribution, Scenario, ToolSpec
 
-# failed trajectories are dropped and relaunched, never trained
-REPLACING_SCHEDULES = ("fully-async", "roll", "verl-v1")
 MIN_TRAJECTORY_SUCCESS = 1e-6  # below one success in a million launches a run is practically endless
 
 
@@ -61,7 +59,8 @@ def check_progress(scn: Scenario) -> list[Problem]:
             "dropped as all-equal-reward, so no batch could ever be trained",
         ))
     agent = scn.workload.agent
-    if agent is None or schedule.kind not in REPLACING_SCHEDULES or _min_turns(agent.turns) < 2:
+    # Only where failed trajectories are dropped and relaunched, never trained, can failures starve a run.
+    if agent is None or not schedule.replaces_failed or _min_turns(agent.turns) < 2:
         return problems
     tools = scn.environments.tools
     mix = {name: w for name, w in agent.tool_mix.items() if w > 0 and name in tools}

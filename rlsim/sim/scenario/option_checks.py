@@ -49,7 +49,7 @@ def agent_option_problems(scn: Scenario) -> list[Problem]:
     """Options that a multi-turn agent workload would otherwise switch off without a word."""
     if scn.workload.agent is None:
         return []
-    if scn.schedule.kind == "generation-only":
+    if not scn.schedule.trains:
         return [Problem("workload.agent", "generation-only pushes single-turn batches through the engines and "
                         "would ignore the agent's turns and tools: use hybridflow, one-step-off, fully-async or "
                         "roll for agentic rollouts")]

@@ -44,9 +44,6 @@ def _base_pool(scn: Scenario) -> str:
     return next(iter(scn.cluster.pools))
 
 
-RL_SCHEDULES = ("hybridflow", "one-step-off", "fully-async", "roll", "verl-v1")
-
-
 def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
     """Check a validated scenario and apply its placement: (the resolved scenario, problems).
 
@@ -54,7 +51,7 @@ def resolve_scenario(scn: Scenario) -> tuple[Scenario, list[Problem]]:
     scenario is returned unchanged.
     """
     problems = check_scenario(scn)
-    if problems or scn.schedule.kind not in RL_SCHEDULES:
+    if problems or not scn.schedule.trains:
         return scn, problems
     resolved = resolve_placement(scn)  # once: the checks below and the result share it
     problems = hybridflow_problems(scn, max_sequence_tokens(scn), resolved)
@@ -187,8 +184,8 @@ def colocated_memory(
             continue
         r = scn.roles[role]
         model = scn.models[r.model]
-        tp, pp = r.parallel.tp, r.parallel.pp
-        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // (tp * pp))
+        replica = scn.layout(role).replica_gpus
+        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // replica)
         t = r.train
         if role in TRAINED:
             m = role_training_memory(r, model, hw, dp, max_seq_tokens)
@@ -215,9 +212,12 @@ def colocated_memory(
         shared = 0.0
         # Schedules whose GPUs never switch roles (rollout apart) have no reshard knob: the default method.
         reshard = getattr(scn.schedule, "reshard", "3d-hybrid-engine")
-        if "actor" in roles and reshard == "3d-hybrid-engine":
-            # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy.
-            shared = min(resident.get("actor", 0.0), scn.models[ro.model].weight_bytes_total / ro.parallel.tp)
+        quantised = ro.engine.shape(scn.models[ro.model]) is not scn.models[ro.model]
+        if "actor" in roles and reshard == "3d-hybrid-engine" and not quantised:
+            # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy (a quantised
+            # engine holds its own copy in its format).
+            shared = min(resident.get("actor", 0.0),
+                         scn.models[ro.model].weight_bytes_total / scn.layout("rollout").engine_gpus)
         elif "actor" in roles:
             actor = scn.roles["actor"]
             training += reshard_redundant_bytes_per_gpu(
@@ -251,11 +251,10 @@ def hybridflow_problems(
     if kind != "ppo" and "critic" in scn.roles:
         return [Problem("roles.critic", f"{kind} has no critic (advantages come from the sample group)")]
     schedule = scn.schedule.kind
-    colocated = schedule == "hybridflow" or getattr(scn.schedule, "trainer_mode", None) == "colocate_async"
-    if not colocated and scn.roles_share_gpus("rollout", "actor"):
+    if scn.schedule.overlaps_training and scn.roles_share_gpus("rollout", "actor"):
         return [Problem("roles.rollout.pool", f"{schedule} needs rollout on GPUs apart from the actor's "
                         f"(pool {scn.roles['actor'].pool!r}, GPUs {scn.role_gpu_range('actor')})")]
-    if schedule in ("one-step-off", "fully-async", "roll"):  # engines generate while the trainer works
+    if scn.schedule.overlaps_training:  # engines generate while the trainer works
         shared = [r for r in scn.roles if r not in ("rollout", "actor") and scn.roles_share_gpus("rollout", r)]
         reward = scn.roles.get("reward")
         shared = [r for r in shared if not (r == "reward" and reward.engine is not None)]  # worded below
@@ -351,7 +350,7 @@ def _min_gpus(scn: Scenario, pool_name: str, roles: list[str], max_seq_tokens: i
 
 def placement_rows(scn: Scenario) -> list[dict]:
     """Where each role runs once a placement shortcut is applied: pool, GPU range, parallelism, sharing."""
-    placement, _ = resolve_placement(scn) if scn.schedule.kind != "generation-only" else (None, [])
+    placement, _ = resolve_placement(scn) if scn.schedule.trains else (None, [])
     rs = placement.scenario if placement is not None else scn
     rows = []
     for role, spec in rs.roles.items():

@@ -14,6 +14,7 @@ compositions: schedules/fully_async.py (AReaL, verl fully_async) and schedules/r
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from rlsim.sim.schedules.least_loaded import LeastLoaded
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 from rlsim.sim.schedules.rollout_policies import RolloutPolicies
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
+from rlsim.sim.staleness import TRAINER_STEPS, Staleness, StalenessUnit
 
 
 class AsyncRolloutSchedule(RLSchedule):
@@ -39,7 +41,6 @@ class AsyncRolloutSchedule(RLSchedule):
         self.admission, self.completion = policies.admission, policies.completion
         self.expiry, self.selection = policies.expiry, policies.selection
         self.batch_groups = spec.consumer_groups(algo)
-        self.eta = spec.eta  # the staleness knob in effect (AReaL: versions; verl: a fraction)
         self.sync_every = spec.trigger_parameter_sync_step
         # Optimizer updates per epoch of a trainer step (verl: require_batches; else algorithm.mini_batches).
         self.mini_batches = max(1, spec.optimizer_updates(algo) // algo.epochs)
@@ -58,6 +59,7 @@ class AsyncRolloutSchedule(RLSchedule):
         self._buffer_checked = (-1, 0)  # (policy version, n): the first n buffered groups were fresh at it
         self.rollout_version = 0
         self.syncs = 0  # weight pushes so far: the version index the admission rule counts in
+        self.sync_steps = [0]  # the trainer step (policy version) of the weights of each weight version
         # Neither framework drops stale samples (both bound staleness at admission); `drop_stale` opts in
         # (the expiry policy then drops them).
         self.drop_stale = spec.drop_stale
@@ -328,6 +330,7 @@ class AsyncRolloutSchedule(RLSchedule):
         yield from self.broadcast_weights()
         self.rollout_version = env.policy_version
         self.syncs += 1
+        self.sync_steps.append(env.policy_version)
         if mode in ("abort-resume", "abort-discard"):
             for e in self.engines:
                 for req in [*e.running, *e.waiting]:
@@ -388,6 +391,14 @@ class AsyncRolloutSchedule(RLSchedule):
         self.admission.taken(self)
         self.selection.trim(self, batch)
         return batch
+
+    def age(self, policy_version: int, unit: StalenessUnit) -> Staleness:
+        """How old weights of trainer step `policy_version` are now: in trainer steps, or in weight versions
+        (pushes since the push that carried them; weights given to engines between pushes, e.g. lent ones,
+        count as the last push before them)."""
+        if unit is TRAINER_STEPS:
+            return Staleness(self.env.policy_version - policy_version, unit)
+        return Staleness(self.syncs - (bisect_right(self.sync_steps, policy_version) - 1), unit)
 
     def buffer_changed(self) -> None:
         """The buffer changed other than by groups joining it: the trainer examines all of it again."""

@@ -2,12 +2,13 @@
 
 The asynchronous rollout loop (schedules/async_rollout.py) composed with AReaL's or verl's rules:
 
-- admission: AReaL's eta in versions (accepted + running groups <= (eta + version + 1) x B, optionally
-  capped by `max_concurrent_rollouts`), or verl fully_async's staleness_threshold, a fraction of a
-  sync's samples counted per weight version; nothing new is admitted while a weight update drains;
+- admission: AReaL's eta in weight versions (accepted + running groups <= (eta + version + 1) x B,
+  optionally capped by `max_concurrent_rollouts`; NeMo-RL's age bound counts trainer steps instead), or
+  verl fully_async's staleness_threshold, a fraction of a sync's samples counted per weight version;
+  nothing new is admitted while a weight update drains;
 - completion: a group is complete when all `samples_per_prompt` samples have ended;
 - expiry: none (both frameworks bound staleness at admission), unless `drop_stale` drops groups older
-  than eta when the trainer looks at them;
+  than the bound, in the bound's own unit (rlsim.sim.staleness), when the trainer looks at them;
 - selection: AReaL takes the oldest groups first, verl its queue in finish order.
 """
 
@@ -20,20 +21,25 @@ from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
 from rlsim.sim.schedules.rollout_policies import (
     CountingAdmission,
+    DispatchOrder,
     NoExpiry,
     OldestFirst,
     QueueOrder,
     RolloutPolicies,
+    StartedBefore,
     WholeGroup,
     admitted_limit,
 )
+from rlsim.sim.staleness import VERSIONS, Staleness
 
 
 class EtaAdmission(CountingAdmission):
-    """AReaL's rule in its code form, and `max_concurrent_rollouts`."""
+    """AReaL's rule in its code form, and `max_concurrent_rollouts`: with a bound in weight versions, at most
+    (eta + versions + 1) x B groups, B a version's groups (k trainer steps' batches); with one in trainer
+    steps (NeMo-RL), (bound + the rollout weights' trainer step + 1) x one step's batch."""
 
-    def __init__(self, eta: float | None, max_concurrent: int | None):
-        self.eta, self.max_concurrent = eta, max_concurrent
+    def __init__(self, bound: Staleness | None, max_concurrent: int | None):
+        self.bound, self.max_concurrent = bound, max_concurrent
 
     def capacity(self, r) -> int:
         if r.draining:
@@ -41,8 +47,12 @@ class EtaAdmission(CountingAdmission):
         cap = math.inf
         if self.max_concurrent is not None:
             cap = self.max_concurrent - r.running_groups
-        if self.eta is not None:
-            cap = min(cap, admitted_limit(self.eta, r.syncs, r.admit_unit) - (r.accepted_groups + r.running_groups))
+        if self.bound is not None:
+            if self.bound.unit is VERSIONS:
+                limit = admitted_limit(self.bound.amount, r.syncs, r.admit_unit)
+            else:
+                limit = admitted_limit(self.bound.amount, r.rollout_version, r.batch_groups)
+            cap = min(cap, limit - (r.accepted_groups + r.running_groups))
         if cap is math.inf:  # unbounded staleness and no concurrency cap: at most 4 trainer steps in flight
             cap = 4 * r.batch_groups - r.running_groups
         return max(0, int(cap))
@@ -83,19 +93,35 @@ class VerlAdmission:
 
 
 class DropStale:
-    """rlsim's `drop_stale` option: a buffered group older than eta versions is dropped, not trained."""
+    """rlsim's `drop_stale` option (and verl V1's, NeMo-RL's drop): a buffered group whose oldest token is older
+    than the bound, counted in the bound's unit, is dropped, not trained. With `abort` (NeMo-RL's early abort) a
+    group still running whose oldest token is already past the bound is aborted when the trainer looks, instead
+    of finishing only to be dropped; its admission slot goes to a new prompt as a dropped group's does."""
 
-    def __init__(self, eta: float):
-        self.eta = eta
+    def __init__(self, bound: Staleness, abort: bool = False):
+        self.bound = bound
+        self._started = StartedBefore() if abort else None  # running samples of groups that may be too old
+
+    def _too_old(self, r, version: int) -> bool:
+        return r.age(version, self.bound.unit).exceeds(self.bound)
 
     def expire(self, r) -> None:
-        pass
+        if self._started is None:
+            return
+        doomed = set()
+        for s in self._started.running(r.samples_all, lambda v: self._too_old(r, v)):
+            req = s.request
+            known = [*s.version_tokens, *(req.version_tokens if req is not None else ())]
+            if known and self._too_old(r, min(known)):  # tokens only get newer: it can never be trained
+                doomed.add(s.group.gid)
+        for s in list(self._started.running(r.samples_all, lambda v: self._too_old(r, v))):
+            if s.group.gid in doomed:
+                r.cancel(s, Reason.STALE)
 
     def screen(self, r, new: list[Group]) -> list[Group]:
         keep = []
-        version = r.env.policy_version
         for g in new:
-            if version - min(s.oldest_version for s in g.samples) > self.eta:
+            if r.age(min(s.oldest_version for s in g.samples), self.bound.unit).exceeds(self.bound):
                 g.taken_s = r.env.now
                 r.dropped_stale += len(g.samples)
                 r.discard_group(g, Reason.STALE)
@@ -113,10 +139,16 @@ def fully_async_policies(scenario) -> RolloutPolicies:
         admit_unit = spec.consumer_groups(algo) * spec.trigger_parameter_sync_step
         admission = VerlAdmission(admit_unit, spec.staleness_threshold, spec.max_concurrent_rollouts)
     else:
-        admission = EtaAdmission(spec.eta, spec.max_concurrent_rollouts)
-    expiry = DropStale(spec.eta) if spec.eta is not None and spec.drop_stale else NoExpiry()
-    return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry,
-                           QueueOrder() if spec.verl_rule else OldestFirst())
+        admission = EtaAdmission(spec.staleness_bound, spec.max_concurrent_rollouts)
+    bound = spec.staleness_bound
+    abort = getattr(spec, "abort_stale", False)  # NeMo-RL's knobs: on fully-async only (verl V1 shares this rule)
+    expiry = DropStale(bound, abort) if bound is not None and spec.drop_stale else NoExpiry()
+    sampler = getattr(spec, "sampler", None) or ("ready-first" if spec.verl_rule else "weight-fifo")
+    return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry, SAMPLERS[sampler]())
+
+
+# NeMo-RL's staleness samplers (docs/schedules-2026.md): the order a trainer step takes finished groups in.
+SAMPLERS = {"weight-fifo": OldestFirst, "ready-first": QueueOrder, "in-order": DispatchOrder}
 
 
 class FullyAsyncSchedule(AsyncRolloutSchedule):

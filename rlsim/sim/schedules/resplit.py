@@ -28,9 +28,8 @@ class ResplitSchedule(VerlV1Schedule):
     def __init__(self, scenario, env):
         super().__init__(scenario, env)
         self.rs = self.spec.resplit
-        actor = self.scenario.roles["actor"]
-        self._unit = actor.parallel.tp * actor.parallel.pp  # trainer GPUs per data-parallel rank
-        self._engine_gpus = self.scenario.roles["rollout"].parallel.tp
+        self._unit = self.scenario.layout("actor").replica_gpus  # trainer GPUs per data-parallel rank
+        self._engine_gpus = self.scenario.layout("rollout").engine_gpus
         self.generating = 0  # lendable engines now generating (their GPUs left training)
         self.resplit_log: list[dict] = []
         self._work: deque = deque(maxlen=self.rs.window)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.costs.offload import offload_time
+from rlsim.sim.costs.quantisation import quantise_time
 from rlsim.sim.costs.resharding import weight_broadcast_time
 from rlsim.sim.costs.training import forward_pass_time, train_pass_time
 from rlsim.sim.costs.transition import TransitionSetup
@@ -98,8 +98,7 @@ class RLSchedule(Schedule):
         return self.scenario.roles[name]
 
     def dp_size(self, name) -> int:
-        r = self._role(name)
-        return self.scenario.role_gpus(name) // (r.parallel.tp * r.parallel.pp)
+        return self.scenario.layout(name).dp
 
     def _gpn(self, name) -> int:
         return self.scenario.cluster.pools[self._role(name).pool].gpus_per_node
@@ -114,17 +113,20 @@ class RLSchedule(Schedule):
         scn = self.scenario
         actor, rollout = self._role("actor"), self._role("rollout")
         model, hw, eng = scn.models[actor.model], role_hardware(scn, actor), rollout.engine
-        gen_tp = rollout.parallel.tp
-        kv = kv_capacity_tokens(model, hw, gen_tp, eng.gpu_memory_utilization, eng.activation_reserve_gb * 1e9)
+        train, gen = scn.layout("actor"), scn.layout("rollout")
+        gen_tp = gen.engine_gpus
+        served = eng.shape(model)  # the engines' copy: quantised weights / KV (costs/quantisation.py)
+        kv = eng.kv_capacity(served, hw, gen_tp)
         sched = scn.schedule
         return TransitionSetup(
-            model=model, hw=hw, sharding=actor.train.sharding, train_tp=actor.parallel.tp,
-            train_pp=actor.parallel.pp, train_dp=self.dp_size("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
+            model=model, hw=hw, sharding=actor.train.sharding, train_tp=train.tp,
+            train_pp=train.pp, train_dp=self.dp_size("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
             reshard=getattr(sched, "reshard", "3d-hybrid-engine"), engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
-            max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * model.kv_bytes_per_token / gen_tp,
+            max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * served.kv_bytes_per_token / gen_tp,
             sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
             synced=None if self.lora is None else adapter_view(model, self.lora),
-            train_ep=actor.parallel.ep, gen_ep=rollout.parallel.ep,
+            train_ep=train.ep, gen_ep=gen.ep,
+            engine=None if served is model else served,
         )
 
     def transition_parts(self, to_generate: bool):
@@ -147,10 +149,11 @@ class RLSchedule(Schedule):
         if not (t.param_offload or t.grad_offload or t.optimizer_offload):
             return 0.0
         fsdp = t.sharding == "fsdp"
+        layout = self.scenario.layout(role)
         return offload_time(
-            self.scenario.models[r.model], role_hardware(self.scenario, r), r.parallel.tp, r.parallel.pp,
+            self.scenario.models[r.model], role_hardware(self.scenario, r), layout.tp, layout.pp,
             self.dp_size(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
-            shard_params=fsdp, shard_grads=fsdp, ep=r.parallel.ep,
+            shard_params=fsdp, shard_grads=fsdp, ep=layout.ep,
         )
 
     def weight_sync_time(self) -> float:
@@ -164,12 +167,25 @@ class RLSchedule(Schedule):
         return weight_broadcast_time(
             self.sync_bytes(), bw, scn.role_gpus("rollout"),
             max(hw_a.collective_latency_s, hw_r.collective_latency_s), scn.schedule.weight_sync_bucket_mb * 1e6,
-        )
+        ) + self.sync_quantise_time()
+
+    def _served_model(self):
+        """The actor's model as the rollout engines hold it (quantised weights / KV, or the model itself)."""
+        return self._role("rollout").engine.shape(self.scenario.models[self._role("actor").model])
+
+    def sync_quantise_time(self) -> float:
+        """A quantising refit's pass over the weights before they move: each of the actor's tp x pp
+        model-parallel GPUs quantises its shard (costs/quantisation.py; 0 unquantised or for a LoRA adapter)."""
+        model, served = self.scenario.models[self._role("actor").model], self._served_model()
+        if self.lora is not None or served is model:
+            return 0.0
+        return quantise_time(model, served.weight_bytes, role_hardware(self.scenario, self._role("actor")),
+                             self.scenario.layout("actor").replica_gpus)
 
     def sync_bytes(self) -> float:
-        """Bytes one weight sync moves: every weight, or the LoRA adapter only."""
+        """Bytes one weight sync moves: every weight (in the engines' format), or the LoRA adapter only."""
         model = self.scenario.models[self._role("actor").model]
-        return model.weight_bytes_total if self.lora is None else sync_bytes(model, self.lora)
+        return self._served_model().weight_bytes_total if self.lora is None else sync_bytes(model, self.lora)
 
     def broadcast_weights(self, engines: list | None = None):
         """NCCL broadcast of the actor's weights to every rollout GPU (or `engines`); both sides are busy."""
@@ -187,19 +203,20 @@ class RLSchedule(Schedule):
         r = self._role(role)
         model, hw = scn.models[r.model], role_hardware(scn, r)
         t = r.train
+        layout = scn.layout(role)
         if phase.startswith("update_"):
             lora = update_kwargs(model, self.lora) if self.lora is not None and role == "actor" else {}
             return train_pass_time(
-                model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
+                model, hw, seq_lens, layout.tp, layout.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
                 self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
                 grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
                 balance_scope="batch" if t.long_context_costs else "mini_batch",
-                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, ep=r.parallel.ep, **lora,
+                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, ep=layout.ep, **lora,
             )
         return forward_pass_time(
-            model, hw, seq_lens, r.parallel.tp, r.parallel.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
-            t.balance_batch, t.pass_options(phase, role), ep=r.parallel.ep, gpus_per_node=self._gpn(role),
+            model, hw, seq_lens, layout.tp, layout.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
+            t.balance_batch, t.pass_options(phase, role), ep=layout.ep, gpus_per_node=self._gpn(role),
         )
 
     def first_step_bound_s(self) -> float:

@@ -24,7 +24,13 @@ import math
 from rlsim.sim.results.lifecycle import ABORTED, COMPLETED, Reason
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
-from rlsim.sim.schedules.rollout_policies import CountingAdmission, OldestFirst, RolloutPolicies, admitted_limit
+from rlsim.sim.schedules.rollout_policies import (
+    CountingAdmission,
+    OldestFirst,
+    RolloutPolicies,
+    StartedBefore,
+    admitted_limit,
+)
 
 
 class AlphaAdmission(CountingAdmission):
@@ -74,8 +80,7 @@ class AlphaExpiry:
     def __init__(self, alpha: float):
         self.alpha = alpha
         self.expired_groups = 0
-        self._seen = 0  # samples_all[:_seen] started before the expiry bound last looked at
-        self._running: list = []  # those of them still running then, in sample order
+        self._started = StartedBefore()  # running samples of groups started before the bound
 
     def expire(self, r) -> None:
         oldest_ok = r.env.policy_version - math.ceil(self.alpha)
@@ -91,22 +96,8 @@ class AlphaExpiry:
             r.buffer = kept
             r.buffer_changed()
             r.wake_rollout()
-        for s in self._expired_running(r.samples_all, oldest_ok):  # running groups that can no longer train
+        for s in self._started.running(r.samples_all, lambda v: v < oldest_ok):  # running groups too old to train
             r.cancel(s, Reason.EXPIRED)
-
-    def _expired_running(self, samples: list, oldest_ok: int):
-        """Samples still running whose group started before `oldest_ok`, in sample order (as a scan finds them).
-
-        Groups start at non-decreasing versions, so those samples are a prefix of `samples`; only the
-        part of it that was still running last time, and the part the bound has just passed, are read.
-        """
-        while self._seen < len(samples) and samples[self._seen].group.start_version < oldest_ok:
-            self._running.append(samples[self._seen])
-            self._seen += 1
-        for s in self._running:
-            if not s.finished:
-                yield s
-        self._running = [s for s in self._running if not s.finished]
 
     def screen(self, r, new: list[Group]) -> list[Group]:
         return new

@@ -140,3 +140,33 @@ class QueueOrder:
 
     def trim(self, r, batch: list[Group]) -> None:
         pass
+
+
+class DispatchOrder(QueueOrder):
+    """NeMo-RL's InOrder sampler (as rlsim reads it): finished groups in the order their prompts were dispatched."""
+
+    def order(self, buffer: list[Group]) -> None:
+        buffer.sort(key=lambda g: g.gid)
+
+
+class StartedBefore:
+    """The samples still running whose group started too long ago for a bound that only tightens, in sample order.
+
+    Groups start at non-decreasing versions, so those samples are a prefix of the loop's `samples_all`; only the
+    part of it that was still running last time, and the part the bound has just passed, are read.
+    """
+
+    def __init__(self) -> None:
+        self._seen = 0  # samples[:_seen] started below the bound last looked at
+        self._running: list = []  # those of them still running then, in sample order
+
+    def running(self, samples: list, too_old):
+        """`too_old(start_version)`: whether groups started at that version are past the bound (true for a prefix
+        of versions, a prefix that only grows)."""
+        while self._seen < len(samples) and too_old(samples[self._seen].group.start_version):
+            self._running.append(samples[self._seen])
+            self._seen += 1
+        for s in self._running:
+            if not s.finished:
+                yield s
+        self._running = [s for s in self._running if not s.finished]

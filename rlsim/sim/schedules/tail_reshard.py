@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.engine.fleet import role_hardware
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.engine.request import Request
@@ -34,12 +33,11 @@ class TailResharder:
         self.spec = spec
         scn = schedule.scenario
         role = scn.roles["rollout"]
-        self.hw, self.model = role_hardware(scn, role), scn.models[role.model]
+        eng = role.engine
+        self.hw, self.model = role_hardware(scn, role), eng.shape(scn.models[role.model])
         narrow = schedule.engines
         self.wide_tp = role.parallel.tp * spec.factor
-        eng = role.engine
-        capacity = kv_capacity_tokens(self.model, self.hw, self.wide_tp, eng.gpu_memory_utilization,
-                                      eng.activation_reserve_gb * 1e9)
+        capacity = eng.kv_capacity(self.model, self.hw, self.wide_tp)
         shared: dict = {}
         self.wide = [InferenceEngine(schedule.env, f"wide-{i}", self.model, self.hw, self.wide_tp, eng, capacity,
                                      pool=role.pool, role="rollout", decode_cache=shared, ep=role.parallel.ep,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from rlsim.sim.costs.memory import kv_capacity_tokens
 from rlsim.sim.engine.fleet import role_hardware
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.scenario.schema import SwitchSpec
@@ -68,9 +67,9 @@ class VerlV1Schedule(FullyAsyncSchedule):
         """Sleeping engines on the trainer's GPUs, of the rollout role's size and settings."""
         scn, env = self.scenario, self.env
         actor, rollout = scn.roles["actor"], scn.roles["rollout"]
-        hw, model, tp = role_hardware(scn, actor), scn.models[rollout.model], rollout.parallel.tp
         eng = rollout.engine
-        capacity = kv_capacity_tokens(model, hw, tp, eng.gpu_memory_utilization, eng.activation_reserve_gb * 1e9)
+        hw, model, tp = role_hardware(scn, actor), eng.shape(scn.models[rollout.model]), rollout.parallel.tp
+        capacity = eng.kv_capacity(model, hw, tp)
         shared: dict = {}
         gpn = scn.cluster.pools[actor.pool].gpus_per_node
         return [InferenceEngine(env, f"lent-{i}", model, hw, tp, eng, capacity, pool=actor.pool, role="rollout",

@@ -87,7 +87,7 @@ def load(scenario: str, overrides: list[str] | None, quiet: bool = False):
     for line in sanity_warnings(scn):  # valid, but an implausible magnitude: say so, run anyway
         err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     scn, note = steady_scenario(scn, overrides)  # asynchronous runs measure steady state by default
-    if note and not quiet:
+    if note and (not quiet or note.startswith("warning:")):  # --quiet hides notes and progress, never a warning
         err.print(note, markup=False, highlight=False, soft_wrap=True)
     return scn
 

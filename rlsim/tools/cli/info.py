@@ -44,6 +44,24 @@ def presets() -> None:
     console.print(table)
 
 
+def engines() -> None:
+    """List the engine kinds (engine.kind): host work per step and per sequence, overlap, CUDA-graph sizes."""
+    from rich.table import Table
+
+    from rlsim.sim.api import ENGINE_KINDS
+
+    table = Table(title="engine kinds (roles.rollout.engine.kind)")
+    table.add_column("kind", no_wrap=True)
+    for col in ("host/step\nus", "host/seq\nus", "host\noverlapped", "bubble\nus", "graphs\nup to"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for k in ENGINE_KINDS.values():
+        step = k.host_step_us or (k.step_overhead_ms or 0.0) * 1e3
+        table.add_row(k.name, f"{step:.4g}", f"{k.host_per_seq_us:.3g}", "yes" if k.host_overlap else "no",
+                      f"{k.host_bubble_us:g}", "-" if k.graph_max_batch is None else str(k.graph_max_batch))
+    console.print(table)
+    console.print("Sources: docs/sources.md (Engine host work per step); the model: docs/operators.md.")
+
+
 def scenarios() -> None:
     """List the shipped scenarios, one line each: the name to pass to `rlsim run` and what it models."""
     from rich import box

@@ -1,4 +1,4 @@
-"""`rlsim import verl|roll|areal CONFIG [overrides ...]`: a framework config -> a scenario YAML.
+"""`rlsim import verl|roll|areal|nemo-rl|slime CONFIG [overrides ...]`: a framework config -> a scenario YAML.
 
 Prints the three lists (keys used -> scenario field, keys ignored and why, values assumed with the
 flag that sets each). With `--out` the scenario goes to that file and the lists to stdout; without,
@@ -22,16 +22,21 @@ class Framework(StrEnum):
     verl = "verl"
     roll = "roll"
     areal = "areal"
+    nemo_rl = "nemo-rl"
+    slime = "slime"
 
 
 def run_import(framework: str, config: Path, overrides: list[str], *, model_config: Path | None = None,
                hardware: str | None = None, sets: list[str] = (), config_dirs: list[Path] = ()):
     """The import itself (no printing): an `Imported`, or ScenarioError with one problem per line."""
     from rlsim.tools.importers.areal import import_areal
+    from rlsim.tools.importers.nemo_rl import import_nemo_rl
     from rlsim.tools.importers.roll import import_roll
+    from rlsim.tools.importers.slime import import_slime
     from rlsim.tools.importers.verl import import_verl
 
-    importer = {"verl": import_verl, "roll": import_roll, "areal": import_areal}[framework]
+    importer = {"verl": import_verl, "roll": import_roll, "areal": import_areal, "nemo-rl": import_nemo_rl,
+                "slime": import_slime}[framework]
     if not config.is_file():
         from rlsim.tools.importers.common import ImportProblem
 
@@ -42,10 +47,12 @@ def run_import(framework: str, config: Path, overrides: list[str], *, model_conf
 
 def import_command(
     framework: Annotated[Framework, typer.Argument(help="Which framework wrote the config")],
-    config: Annotated[Path, typer.Argument(help="The framework's YAML config (shipped, recipe or dumped by a run)")],
+    config: Annotated[Path, typer.Argument(
+        help="The framework's YAML config (shipped, recipe or dumped by a run); slime: its launch script")],
     overrides: Annotated[
         list[str] | None,
-        typer.Argument(help="Hydra-style overrides as the framework takes them: a.b=v, +a.b=v, ++a.b=v, ~a.b"),
+        typer.Argument(help="Hydra-style overrides as the framework takes them: a.b=v, +a.b=v, ++a.b=v, ~a.b "
+                     "(slime: extra command-line flags, --flag value)"),
     ] = None,
     model_config: Annotated[
         Path | None, typer.Option("--model-config", help="Hugging Face config.json (or its folder) of the policy")
@@ -63,7 +70,8 @@ def import_command(
         typer.Option("--config-dir", help="Folder to find the config's Hydra defaults in (e.g. verl/trainer/config)"),
     ] = None,
 ) -> None:
-    """Import a verl, ROLL or AReaL config as an rlsim scenario, listing every key used, ignored or assumed."""
+    """Import a verl, ROLL, AReaL, NeMo-RL or slime config as an rlsim scenario, listing every key used, ignored or
+    assumed."""
     from rlsim.tools.importers.draft import report_lines
 
     try:

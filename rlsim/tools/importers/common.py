@@ -8,7 +8,7 @@ invent is *assumed* (with the `--set` that replaces it). `Ledger` enforces that 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,27 @@ class Ledger:
             self.error(key, f"expected true or false, got {value!r}")
             return None
         return value
+
+
+def key_segment(*names: str) -> Callable[[str], bool]:
+    """A rule test for `Ledger.ignore_matching`: a dotted key with any of these segments."""
+    wanted = set(names)
+    return lambda key: bool(wanted.intersection(key.split(".")))
+
+
+def key_prefix(*prefixes: str) -> Callable[[str], bool]:
+    """A dotted key equal to, or under, one of these prefixes."""
+    return lambda key: any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def key_leaf(*names: str) -> Callable[[str], bool]:
+    """A dotted key whose last segment is one of these names."""
+    wanted = set(names)
+    return lambda key: key.split(".")[-1] in wanted
+
+
+def any_of(*tests: Callable[[str], bool]) -> Callable[[str], bool]:
+    return lambda key: any(test(key) for test in tests)
 
 
 def compress(keys: Iterable[str], all_keys: Iterable[str]) -> list[str]:

@@ -14,6 +14,7 @@ import copy
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -237,10 +238,12 @@ def _set(data: dict, parts: list[str], value: Any, mode: str) -> str | None:
 
 
 class Resolver:
-    """Resolves `${path}`, `${.rel}`, `${oc.select:path,default}`, `${oc.env:VAR,default}` in place."""
+    """Resolves `${path}`, `${.rel}`, `${oc.select:path,default}`, `${oc.env:VAR,default}` in place, and
+    `${name:a, b}` for the custom resolvers a framework registers (`functions`, e.g. NeMo-RL's `mul`)."""
 
-    def __init__(self, root: dict, source: str):
+    def __init__(self, root: dict, source: str, functions: dict[str, Callable[..., Any]] | None = None):
         self.root, self.source = root, source
+        self.functions = dict(functions or {})
         self.active: set[tuple[str, ...]] = set()
 
     def resolve_all(self) -> dict:
@@ -301,6 +304,9 @@ class Resolver:
             loc = self._path(path.strip(), parent)
             found, _ = _lookup(self.root, loc)
             return self._value_at(loc) if found else fallback
+        name, colon, args = expr.partition(":")
+        if colon and name.strip() in self.functions:
+            return self._call(name.strip(), args, parent, where)
         if re.fullmatch(r"[\w.\-]+", expr) is None:
             raise ImportProblem(self.source, where, f"cannot resolve interpolation ${{{expr}}}")
         loc = self._path(expr, parent)
@@ -308,6 +314,20 @@ class Resolver:
         if not found:
             raise ImportProblem(self.source, where, f"interpolation ${{{expr}}}: no key {'.'.join(loc)!r}")
         return self._value_at(loc)
+
+    def _call(self, name: str, args: str, parent: tuple[str, ...], where: str) -> Any:
+        """A registered resolver on its evaluated, YAML-typed arguments (`${mul:${a}, 2}`)."""
+        values, rest = [], args
+        while rest.strip():
+            head, sep, rest = _split_top_comma(rest)
+            value = self._text(head.strip(), parent, where)
+            values.append(yaml.safe_load(value) if isinstance(value, str) and value else value)
+            if not sep:
+                break
+        try:
+            return self.functions[name](*values)
+        except (TypeError, ValueError) as exc:
+            raise ImportProblem(self.source, where, f"${{{name}:{args}}}: {exc}") from None
 
     @staticmethod
     def _path(path: str, parent: tuple[str, ...]) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from rlsim.tools.importers.hydra import is_missing
 from rlsim.tools.importers.loading import VERL_CONFIG_DIR, load_hydra_config, require_framework
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
+from rlsim.tools.importers.verl_rollout_modes import rollout_modes
 from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule
 
 A = "actor_rollout_ref.actor"
@@ -187,6 +188,9 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
         ledger.error(f"{R}.name", f"unknown rollout engine {name!r} (rlsim models {', '.join(ENGINE_KINDS)})")
     tp = ledger.int_value(f"{R}.tensor_model_parallel_size", "roles.rollout.parallel.tp", default=1) or 1
     pp = ledger.int_value(f"{R}.pipeline_model_parallel_size", "roles.rollout.parallel.pp", default=1) or 1
+    if pp > 1:
+        ledger.error(f"{R}.pipeline_model_parallel_size", f"{pp}: rlsim models an inference engine as tp GPUs "
+                     "without pipeline stages (roles.rollout.parallel.pp must be 1)")
     if pool_spec["gpus_per_node"] % tp or gpus % (tp * pp):
         ledger.error(f"{R}.tensor_model_parallel_size", f"rollout TP {tp} (x PP {pp}) does not divide the "
                      f"{gpus} rollout GPUs ({pool_spec['gpus_per_node']} per node)")
@@ -209,6 +213,7 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
     else:
         ledger.use(f"{R}.free_cache_engine", "colocated switch frees the KV cache (hybridflow's switch)"
                    if kind == "hybridflow" else f"engines keep their KV ({kind}: rollout GPUs are its own)")
+    engine.update(rollout_modes(ledger, engine.get("kind")))  # quantised / speculative rollout
     parallel = {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})}
     return {"pool": pool, "model": "policy", "parallel": parallel, "engine": engine}
 

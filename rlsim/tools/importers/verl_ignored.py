@@ -9,25 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rlsim.tools.importers.common import Ledger
-
-
-def _segment(*names: str) -> Callable[[str], bool]:
-    wanted = set(names)
-    return lambda key: bool(wanted.intersection(key.split(".")))
-
-
-def _prefix(*prefixes: str) -> Callable[[str], bool]:
-    return lambda key: any(key == p or key.startswith(p + ".") for p in prefixes)
-
-
-def _leaf(*names: str) -> Callable[[str], bool]:
-    wanted = set(names)
-    return lambda key: key.split(".")[-1] in wanted
-
-
-def _any(*tests: Callable[[str], bool]) -> Callable[[str], bool]:
-    return lambda key: any(test(key) for test in tests)
-
+from rlsim.tools.importers.common import any_of as _any
+from rlsim.tools.importers.common import key_leaf as _leaf
+from rlsim.tools.importers.common import key_prefix as _prefix
+from rlsim.tools.importers.common import key_segment as _segment
 
 RULES: list[tuple[Callable[[str], bool], str]] = [
     (_leaf("rollout_n"), "a copy of actor_rollout_ref.rollout.n (interpolated)"),
@@ -72,8 +57,12 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
     (_segment("lora", "lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path"),
      "LoRA details that do not change the step time (alpha, initialisation, exclusions, adapter path); "
      "actor_rollout_ref.model.lora_rank and target_modules map to schedule.lora"),
-    (_segment("qat", "quantization", "quantization_config_file", "mtp", "disaggregation", "turbo_config"),
-     "quantisation, speculative decoding, PD disaggregation: not modelled"),
+    (_segment("qat", "quantization_config_file", "disaggregation", "turbo_config"),
+     "quantisation-aware training, torchao configs, PD disaggregation: not modelled"),
+    (_segment("quantization"), "rollout quantisation off (null) or not FP8 (torchao: not modelled); fp8 maps to "
+     "roles.rollout.engine.quantization"),
+    (_segment("mtp"), "MTP off in rollout, or its training and EAGLE tree settings (not modelled); with enable and "
+     "enable_rollout it maps to roles.rollout.engine.speculative"),
     (_leaf("ulysses_sequence_parallel_size", "context_parallel_size", "virtual_pipeline_model_parallel_size",
            "data_parallel_size", "dynamic_context_parallel", "fsdp_size"),
      "sequence / context / virtual-pipeline parallelism: not modelled"),

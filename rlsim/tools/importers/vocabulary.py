@@ -21,7 +21,7 @@ from pathlib import Path
 from rlsim.sim.api import closest
 
 _FOLDER = Path(__file__).with_name("vocab")
-VERSIONS = {"verl": "verl 0.9.1", "areal": "AReaL 1.0.4", "roll": "ROLL"}
+VERSIONS = {"verl": "verl 0.9.1", "areal": "AReaL 1.0.4", "roll": "ROLL", "nemo-rl": "NeMo-RL"}
 # Partial vocabularies meet user-named keys (environments, reward workers): only a near miss is a typo.
 PARTIAL_CUTOFF = 0.85
 

@@ -53,9 +53,9 @@ def step_work(scn: Scenario, seed: int = 0) -> StepWork | None:
 def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> float:
     ro = scn.roles["rollout"]
     hw = scn.cluster.pools[ro.pool].profile()
-    model = scn.models[ro.model]
-    tp = ro.parallel.tp
-    engines = max(1, scn.role_gpus("rollout") // (tp * ro.parallel.pp))
+    model = ro.engine.shape(scn.models[ro.model])  # the engines' weight and KV formats (quantised rollout)
+    tp = scn.layout("rollout").engine_gpus
+    engines = max(1, scn.role_gpus("rollout") // tp)
     layout = {"overheads": ro.engine.overheads(hw), "ep": ro.parallel.ep,
               "gpus_per_node": scn.cluster.pools[ro.pool].gpus_per_node}
     batch = ro.engine.max_num_seqs
@@ -63,6 +63,8 @@ def generation_seconds(scn: Scenario, work: StepWork, synchronous: bool) -> floa
     seconds = work.samples * work.response_mean * full / (engines * batch)
     if synchronous:
         seconds = max(seconds, work.response_max * decode_step_time(model, hw, tp, 1, 0.0, **layout))
+    if ro.engine.speculative is not None:  # at best every proposed token is accepted at a plain step's price
+        seconds /= ro.engine.speculative.k + 1
     return seconds
 
 
@@ -76,10 +78,10 @@ def training_seconds(scn: Scenario, work: StepWork) -> float:
 
 def step_lower_bound(scn: Scenario, work: StepWork | None) -> dict[str, float]:
     """{step_s, generation_s, training_s, throughput_tokens_per_s (an upper bound)}; {} when not covered."""
-    if work is None or "actor" not in scn.roles or scn.schedule.kind == "generation-only":
+    if work is None or "actor" not in scn.roles or not scn.schedule.trains:
         return {}
     shared = scn.roles_share_gpus("rollout", "actor")
-    synchronous = scn.schedule.kind == "hybridflow"
+    synchronous = scn.schedule.synchronous
     gen = generation_seconds(scn, work, synchronous)
     train = training_seconds(scn, work)
     step = gen + train if shared or synchronous else max(gen, train)

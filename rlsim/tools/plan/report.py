@@ -127,9 +127,9 @@ def expert_parallel(c: Candidate) -> list[str]:
             split = "whole experts" if ep == tp else f"each split over {tp // ep} GPUs"
             text = f"ep {ep} of each engine's tp {tp} ({experts // ep} experts per GPU, {split})"
         else:
-            ranks, share = c.scenario.role_gpus(name) // role.parallel.pp, max(tp, ep)
-            text = (f"ep {ep} over tp x dp = {ranks} ranks (1/{share} of the experts per GPU, expert data "
-                    f"parallel {ranks // share})")
+            layout = c.scenario.layout(name)
+            text = (f"ep {ep} over tp x dp = {layout.stage_ranks} ranks (1/{layout.expert_group} of the experts "
+                    f"per GPU, expert data parallel {layout.expert_dp})")
         clauses.setdefault(text, []).append(name)
     if not clauses:
         return []

@@ -161,7 +161,7 @@ class ParallelOptions(Strict):
 
 
 class Constraints(Strict):
-    max_staleness: float | None = Field(default=None, ge=0, description="staleness_max of a plan, versions")
+    max_staleness: float | None = Field(default=None, ge=0, description="staleness_max of a plan, trainer steps")
     deadline_hours: float | None = Field(default=None, gt=0, description="Wall-clock hours for deadline_steps")
     deadline_steps: int | None = Field(default=None, gt=0)
     min_throughput_tokens_per_s: float | None = Field(default=None, gt=0)

@@ -39,7 +39,7 @@ PUBLICATIONS: dict[str, str] = {
     "areal-paper": "AReaL, arXiv 2505.24298 (§3, §7, §9)",
     "areal-blog-v0.3": "AReaL v0.3 blog, generation scaling figure (§9)",
     "verl-issue-7203": "verl issue #7203, 8xH800 Qwen3.5-9B GRPO step breakdown (§9)",
-    "verl-issue-1208": "verl issue #1208, GH200 7B GRPO step breakdown (§9)",
+    "verl-issue-1208": "verl issue #1208, 4xGH200 Qwen2.5-0.5B GRPO step breakdown (§9, §15)",
     "verl-issue-2751": "verl issue #2751, flat generation time 4-16 nodes (§9)",
     "roll-flash": "ROLL Flash introduction, rollout share (§8)",
     "verl-checkpoint-engine": "verl checkpoint-engine weight sync, off vs on (§4)",

@@ -19,7 +19,7 @@ STEP_RATIOS = (("timing_s/ref", "timing_s/old_log_prob"), ("timing_s/update_acto
                ("timing_s/gen", "timing_s/step"))
 BREAKDOWNS = (
     ("verl #7203 Qwen3.5-9B 8xH800", "verl-issue-7203", "verl-7203-qwen3.5-9b-h800.yaml", VERL_7203),
-    ("verl #1208 7B GH200", "verl-issue-1208", "verl-1208-7b-gh200.yaml", VERL_1208),
+    ("verl #1208 Qwen2.5-0.5B 4xGH200", "verl-issue-1208", "verl-1208-qwen2.5-0.5b-gh200.yaml", VERL_1208),
 )
 
 

@@ -9,41 +9,29 @@ start, 96+32 leads by 10-19% (docs/planning.md, "Planning a cluster").
 
 from __future__ import annotations
 
-import math
-
 from pydantic import TypeAdapter, ValidationError
 
-from rlsim.sim.api import FullyAsyncSpec, OneStepOffSpec, RollSpec, ScheduleSpec
+from rlsim.sim.api import ScheduleSpec
 
 _SCHEDULE = TypeAdapter(ScheduleSpec)
-# AReaL with eta unbounded: in flight at most 4 x consumer_batch_size (FullyAsyncSpec.max_concurrent_rollouts).
-UNBOUNDED_AREAL_BATCHES = 4
 
 
 def head_start_batches(schedule: dict) -> int:
-    """Batches generation may finish ahead of the trainer; 0 for synchronous schedules or a bad mapping.
-
-    AReaL admits up to (eta + version + 1) x B (docs/sources.md §7): eta + 1 batches ahead at version 0;
-    verl fully_async (1 + staleness_threshold) syncs' worth; one-step-off one; ROLL ceil(alpha) (§8).
-    """
+    """Batches generation may finish ahead of the trainer, as the schedule's spec declares it
+    (`head_start_steps`); 0 for synchronous schedules or a bad mapping."""
     try:
         spec = _SCHEDULE.validate_python(schedule)
     except ValidationError:
         return 0  # the scenario checks report it
-    if isinstance(spec, OneStepOffSpec):
-        return 1
-    if isinstance(spec, RollSpec):
-        return math.ceil(spec.async_generation_ratio)
-    if isinstance(spec, FullyAsyncSpec):
-        if spec.verl_rule:
-            return math.ceil(1 + spec.staleness_threshold) * spec.trigger_parameter_sync_step
-        return UNBOUNDED_AREAL_BATCHES if spec.eta is None else math.floor(spec.eta) + 1
-    return 0
+    return spec.head_start_steps
 
 
 def steady_state_warmup(schedule: dict, warmup_steps: int) -> int:
     """The first step plus one step per batch of head start, or the scenario's own warm-up if longer."""
-    ahead = head_start_batches(schedule)
+    return _warmup(head_start_batches(schedule), warmup_steps)
+
+
+def _warmup(ahead: int, warmup_steps: int) -> int:
     return max(warmup_steps, 1 + ahead) if ahead else warmup_steps
 
 
@@ -68,7 +56,7 @@ def too_short(need: int, warmup: int, kind: str) -> str:
 def steady_scenario(scn, overrides=()):
     """(scenario, note): an asynchronous scenario warmed up to steady state, unless the command line gave
     warmup_steps (then honoured, with a warning when too short). The note is one line, or ''."""
-    need = steady_state_warmup(scn.schedule.model_dump(), 0)
+    need = _warmup(scn.schedule.head_start_steps, 0)
     if not need:
         return scn, ""
     explicit = _explicit_warmup(overrides)

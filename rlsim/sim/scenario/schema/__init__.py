@@ -52,8 +52,10 @@ from rlsim.sim.scenario.schema.models import (  # noqa: F401
 from rlsim.sim.scenario.schema.roles import (  # noqa: F401
     EngineSpec,
     ParallelSpec,
+    QuantizationSpec,
     RoleName,
     RoleSpec,
+    SpeculativeSpec,
     TrainSpec,
 )
 from rlsim.sim.scenario.schema.scenario import (  # noqa: F401

@@ -22,7 +22,10 @@ class ParallelSpec(Strict):
     """Per-replica model parallelism; data parallelism = gpus / (tp * pp) unless given."""
 
     tp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Tensor parallel degree")
-    pp: int = Field(default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE, description="Pipeline parallel degree")
+    pp: int = Field(
+        default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Pipeline parallel degree (training and forward roles; an engine role has none: 1)",
+    )
     dp: int | None = Field(
         default=None, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
         description="Data parallel degree (default: derived)"
@@ -34,6 +37,54 @@ class ParallelSpec(Strict):
         "role (SGLang --ep-size, vLLM enable_expert_parallel): ep divides tp. A training or forward role "
         "(Megatron expert_model_parallel_size): ep divides tp x dp",
     )
+
+
+class QuantizationSpec(Strict):
+    """Quantised rollout: the engines' weight and KV-cache formats while the trainer keeps BF16
+    (costs/quantisation.py; docs/rollout-quantisation.md)."""
+
+    weights: Literal["bf16", "fp8", "mxfp8", "nvfp4"] | None = Field(
+        default=None,
+        description="Weight format of the engines (block scales counted): fp8 blockwise 128x128 (vLLM/SGLang "
+        "quantization=fp8), mxfp8, nvfp4 (FP4 tensor cores on Blackwell; elsewhere weight-only at the BF16 peak). "
+        "The weight sync then moves the quantised bytes after a quantisation pass. Default: the model's weight_bytes",
+    )
+    kv_cache: Literal["bf16", "fp8"] | None = Field(
+        default=None, description="KV-cache format (vLLM/SGLang kv_cache_dtype). Default: the model's kv_bytes"
+    )
+
+
+class SpeculativeSpec(Strict):
+    """Speculative decoding in the engines (MTP heads, EAGLE drafts): each step proposes `k` tokens per sequence
+    and verifies them in one pass over k + 1 positions (costs/speculative.py; docs/rollout-quantisation.md)."""
+
+    k: int = Field(ge=1, le=16, description="Tokens the draft proposes per step (vLLM num_speculative_tokens)")
+    draft_cost: float = Field(
+        ge=0, le=1,
+        description="One draft step's time as a fraction of a plain target decode step (an MTP or EAGLE head is one "
+        "layer: about 1/layers of the weights; a draft model its own share). Its weights and KV per token are "
+        "taken as the same fraction of the target's",
+    )
+    acceptance: float = Field(
+        ge=0, le=1, description="Probability each proposed token is accepted, at the start of a sequence with the "
+        "draft in step with the policy",
+    )
+    acceptance_drop_per_1k_tokens: float = Field(
+        default=0.0, ge=0, le=1,
+        description="Acceptance lost per 1,000 tokens of position in the sequence, prompt included (linear; the "
+        "batch's mean position, half-way through each stretch between two batch changes)")
+    acceptance_drop_per_version: float = Field(
+        default=0.0, ge=0, le=1,
+        description="Acceptance lost per policy version the draft is behind the engine's weights (linear)")
+    draft_refresh_versions: int | None = Field(
+        default=1, ge=1, le=MAX_TOKENS,
+        description="The draft is retrained with the policy every this many versions (1: co-trained, as verl-SpeCo "
+        "and MTP heads trained with the model; null: frozen at the first policy)",
+    )
+
+    def drift(self, version: int) -> int:
+        """Versions the draft is behind engine weights of policy `version`."""
+        return version if self.draft_refresh_versions is None else version % self.draft_refresh_versions
 
 
 class EngineSpec(Strict):
@@ -51,11 +102,15 @@ class EngineSpec(Strict):
     activation_reserve_gb: float = Field(
         default=1.0, ge=0, description="Memory per GPU kept free for activations/CUDA graphs, GB (assumed)"
     )
-    kind: Literal["generic", "vllm-0.3", "vllm-0.6", "vllm-v1", "sglang-0.4", "trtllm"] = Field(
+    kind: Literal[
+        "generic", "vllm-0.3", "vllm-0.5", "vllm-0.6", "vllm-v1", "vllm-v1-async", "sglang-0.4", "sglang-no-overlap",
+        "trtllm", "trtllm-pytorch",
+    ] = Field(
         default="generic",
-        description="Engine family and version: selects its per-step cost, host cost per running sequence "
-        "and TP all-reduce latency (rlsim/sim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` "
-        "uses the hardware profile's per-step cost (derived from its measured operators)",
+        description="Engine family and version: selects its per-step cost, host work per step and per running "
+        "sequence (exposed, or overlapped with the GPU), CUDA-graph batch sizes and TP all-reduce latency "
+        "(rlsim/sim/costs/engine_kinds.py; `rlsim engines` lists them). `generic` uses the hardware profile's "
+        "per-step cost (derived from its measured operators) and no host work",
     )
     cuda_graphs: bool = Field(
         default=True, description="Decode with CUDA graphs (verl rollout enforce_eager=False); off adds launch cost"
@@ -65,13 +120,50 @@ class EngineSpec(Strict):
     )
     host_overhead_per_seq_us: float | None = Field(
         default=None,
-        ge=0,
-        description="Host (CPU) time per running sequence per decode step not overlapped with the GPU, us: "
-        "scheduling, input preparation, sampler bookkeeping (default: the engine kind's; DistServe's c*B term)",
+        ge=0, le=1e6,
+        description="Host (CPU) time per running sequence per decode step, us: scheduling, input preparation, "
+        "output processing (default: the engine kind's; DistServe's c*B term). Exposed unless the kind overlaps "
+        "its host work with the GPU",
+    )
+    host_step_us: float | None = Field(
+        default=None, ge=0, le=1e6,
+        description="Host (CPU) time per engine step, us, beside the per-sequence term (default: the engine kind's)",
+    )
+    cuda_graph_max_batch: int | None = Field(
+        default=None, gt=0, le=MAX_TOKENS,
+        description="Largest batch captured as a CUDA graph (vLLM max cudagraph capture size, SGLang "
+        "cuda_graph_max_bs); a batch is padded to the next captured size, a larger one runs eagerly "
+        "(default: the engine kind's)",
     )
     allreduce_latency_us: float | None = Field(
         default=None, ge=0, description="Latency of one TP all-reduce at decode sizes, us (default: the engine kind's)"
     )
+
+    quantization: QuantizationSpec | None = Field(
+        default=None, description="Quantised weights and KV cache in the engines (default: the model's bytes)")
+    speculative: SpeculativeSpec | None = Field(
+        default=None, description="Speculative decoding (MTP / EAGLE); default off")
+
+    def shape(self, model):
+        """The model as these engines hold it: its weight and KV bytes in the quantised formats."""
+        q = self.quantization
+        if q is None:
+            return model
+        from rlsim.sim.costs.quantisation import engine_shape
+
+        return engine_shape(model, q.weights, q.kv_cache)
+
+    def kv_capacity(self, model, hw, tp: int) -> float:
+        """KV tokens one engine of `tp` GPUs holds for `model` (as `shape` returns it): what its share of memory
+        keeps after the weights and the reserve, less a speculative draft's weights and KV per token."""
+        from rlsim.sim.costs.memory import kv_capacity_tokens
+
+        reserve = self.activation_reserve_gb * 1e9
+        if self.speculative is None:
+            return kv_capacity_tokens(model, hw, tp, self.gpu_memory_utilization, reserve)
+        f = self.speculative.draft_cost
+        return kv_capacity_tokens(model, hw, tp, self.gpu_memory_utilization,
+                                  reserve + f * model.weight_bytes_total / tp) / (1.0 + f)
 
     def overheads(self, hw):
         """This engine's per-step costs on hardware `hw` (seconds)."""
@@ -79,7 +171,7 @@ class EngineSpec(Strict):
 
         return engine_overheads(
             self.kind, hw, self.cuda_graphs, self.step_overhead_ms, self.host_overhead_per_seq_us,
-            self.allreduce_latency_us,
+            self.allreduce_latency_us, self.host_step_us, self.cuda_graph_max_batch,
         )
 
 

@@ -59,6 +59,14 @@ class Scenario(Strict):
         role = self.roles[name]
         return role.gpus if role.gpus is not None else self.cluster.pools[role.pool].gpus - role.gpu_offset
 
+    def layout(self, name: str):
+        """A role's parallel layout (rlsim.sim.costs.layout.ParallelLayout): tp, pp, dp (given or derived from
+        its GPUs), ep, and whether it is an engine role (GPUs per engine: tp)."""
+        from rlsim.sim.costs.layout import ParallelLayout
+
+        role = self.roles[name]
+        return ParallelLayout.of(role.parallel, self.role_gpus(name), engine=role.engine is not None)
+
     def role_gpu_range(self, name: str) -> tuple[int, int]:
         """The pool GPUs [start, stop) a role holds."""
         start = self.roles[name].gpu_offset

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
@@ -25,6 +26,7 @@ from rlsim.sim.scenario.schema.schedule_options import (
     TrainingOptions,
     WeightSyncOptions,
 )
+from rlsim.sim.staleness import TRAINER_STEPS, VERSIONS, Staleness
 
 # ---------------------------------------------------------------- schedule
 
@@ -65,16 +67,51 @@ def _canonical_kind(value):
 
 
 
+# AReaL with eta unbounded: in flight at most 4 x consumer_batch_size (schedules/fully_async.py EtaAdmission).
+UNBOUNDED_HEAD_START_STEPS = 4
+
+
 class _Tagged(Strict):
-    """The tag first: a spec's `kind` leads its option groups' fields (the schema, scenario.resolved.yaml)."""
+    """The tag first: a spec's `kind` leads its option groups' fields (the schema, scenario.resolved.yaml).
+
+    Every spec declares its schedule's static traits; the checks and the tools (run, sweep, plan) ask the
+    spec instead of matching the kind's name:
+
+    - `trains`: an RL schedule (generation-only pushes batches through the engines and stops there);
+    - `replaces_failed`: a failed sample is dropped and relaunched, never trained (the asynchronous
+      rollout loops);
+    - `synchronous`: generation and training never overlap (no head start, nothing off-policy);
+    - `overlaps_training`: the rollout engines generate while the trainer trains, so they need GPUs of their
+      own and no other role may share them (placement checks);
+    - `head_start_steps`: trainer steps' worth of batches generation may finish before the trainer takes
+      its first one; measuring steps before they are drained rates the pipeline's fill, so run, sweep and
+      plan warm up 1 + this many steps;
+    - `staleness_bound`: the off-policy bound in its unit (rlsim.sim.staleness), or None.
+    """
 
     kind: str
+
+    trains: ClassVar[bool] = True
+    replaces_failed: ClassVar[bool] = False
+    synchronous: ClassVar[bool] = False
+    overlaps_training: ClassVar[bool] = False
+
+    @property
+    def head_start_steps(self) -> int:
+        return 0
+
+    @property
+    def staleness_bound(self) -> Staleness | None:
+        return None
 
 
 class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
     """Each step pushes one batch of prompts through the rollout engines; no training."""
 
     kind: Literal["generation-only"]
+
+    trains: ClassVar[bool] = False
+    synchronous: ClassVar[bool] = True
 
 
 class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions, _Tagged):
@@ -88,6 +125,8 @@ class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, Hy
     """
 
     kind: Literal["hybridflow"]
+
+    synchronous: ClassVar[bool] = True
     placement: Literal["colocate", "split", "standalone", "disaggregated", "custom"] = Field(
         default="colocate", description="colocate | split | standalone | disaggregated (rollout apart from the "
         "trainer) | custom; verl/ROLL/AReaL spellings (hybrid, colocated, decoupled, ...) are accepted",
@@ -123,6 +162,16 @@ class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _T
     kind: Literal["one-step-off"]
     placement: Literal["custom"] = "custom"
 
+    overlaps_training: ClassVar[bool] = True
+
+    @property
+    def head_start_steps(self) -> int:
+        return 1  # generation of step k + 1 overlaps training of step k
+
+    @property
+    def staleness_bound(self) -> Staleness:
+        return Staleness(1, VERSIONS)
+
 
 class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
@@ -157,7 +206,7 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
         "non-interruptible baseline; verl partial_rollout: false). Default with staleness_threshold: abort-resume",
     )
     staleness_threshold: float | None = Field(
-        default=None, ge=0,
+        default=None, ge=0, le=MAX_STALENESS_STEPS,
         description="verl fully_async: a FRACTION; the rollouter may start (1 + staleness_threshold) x "
         "trigger_parameter_sync_step x require_batches x ppo_mini_batch_size prompt groups per weight version. "
         "Setting it selects verl's admission rule instead of AReaL's",
@@ -175,10 +224,49 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
     )
     max_trajectory_age_steps: int | None = Field(
         default=None, ge=0, le=MAX_STALENESS_STEPS,
-        description="NeMo-RL: trajectories whose oldest token is more than this many policy versions behind the "
-        "trainer are not trained on; admission is bounded the same way (sets max_head_offpolicyness to it and "
-        "drop_stale: true)",
+        description="NeMo-RL: trajectories whose oldest token is more than this many TRAINER STEPS behind the "
+        "trainer are not trained on; admission is bounded the same way, in trainer steps (sets drop_stale: true). "
+        "Must be >= trigger_parameter_sync_step - 1: a fresh sample is that old when the trainer takes it",
     )
+    sampler: Literal["weight-fifo", "ready-first", "in-order"] | None = Field(
+        default=None,
+        description="NeMo-RL's staleness sampler: the order a trainer step takes finished prompt groups in. "
+        "weight-fifo: generated by the oldest weights first (AReaL's order, the default under its rule); "
+        "ready-first: in finish order (verl's queue, the default under staleness_threshold); in-order: in the "
+        "order their prompts were dispatched. NeMo-RL's Windowed is the age window itself: "
+        "max_trajectory_age_steps",
+    )
+    abort_stale: bool = Field(
+        default=False,
+        description="NeMo-RL's early abort: a group still generating whose oldest token is already past the "
+        "staleness bound (max_trajectory_age_steps, or drop_stale's max_head_offpolicyness) is aborted when the "
+        "trainer looks, instead of finishing only to be dropped; new prompts replace it",
+    )
+
+    replaces_failed: ClassVar[bool] = True
+    overlaps_training: ClassVar[bool] = True
+
+    @property
+    def staleness_bound(self) -> Staleness | None:
+        """NeMo-RL's age bound counts trainer steps; AReaL's eta weight versions; verl's fraction is no bound
+        on age (None), nor is an unbounded eta."""
+        if self.verl_rule:
+            return None
+        if self.max_trajectory_age_steps is not None:
+            return Staleness(self.max_trajectory_age_steps, TRAINER_STEPS)
+        if self.max_head_offpolicyness is None:
+            return None
+        return Staleness(self.max_head_offpolicyness, VERSIONS)
+
+    @property
+    def head_start_steps(self) -> int:
+        """AReaL admits up to (eta + version + 1) x B (docs/sources.md §7): eta + 1 versions of k trainer steps
+        ahead at the start (4 trainer steps with eta unbounded); verl fully_async (1 + staleness_threshold)
+        syncs' worth."""
+        if self.verl_rule:
+            return math.ceil(1 + self.staleness_threshold) * self.trigger_parameter_sync_step
+        bound = self.staleness_bound
+        return UNBOUNDED_HEAD_START_STEPS if bound is None else bound.batches_ahead(self.trigger_parameter_sync_step)
 
     @model_validator(mode="after")
     def _framework_knobs(self) -> FullyAsyncSpec:
@@ -221,7 +309,17 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
                     and self.max_head_offpolicyness != k:
                 _knob_error("max_trajectory_age_steps", k, "NeMo-RL's max_trajectory_age_steps sets the staleness "
                             "bound itself; leave max_head_offpolicyness and staleness_threshold unset")
+            sync = self.trigger_parameter_sync_step
+            if k < sync - 1:
+                _knob_error("max_trajectory_age_steps", k, f"{k} (trainer steps) is below trigger_parameter_sync_step "
+                            f"- 1 = {sync - 1}: weights move every {sync} trainer steps, so at the step before a push "
+                            f"even the freshest samples are {sync - 1} steps old, all are dropped and the push never "
+                            f"comes (the run could never finish); set max_trajectory_age_steps >= {sync - 1} or "
+                            f"trigger_parameter_sync_step <= {k + 1}")
             self.max_head_offpolicyness, self.drop_stale = float(k), True
+        if self.abort_stale and not self.drop_stale:
+            _knob_error("abort_stale", True, "abort_stale aborts what drop_stale would drop: it needs "
+                        "max_trajectory_age_steps, or drop_stale with max_head_offpolicyness")
         return self
 
     @property
@@ -268,7 +366,9 @@ class VerlV1Spec(
         default=None, gt=0, le=MAX_STEPS, description="verl V1: trainer steps between weight pushes"
     )
     max_off_policy_threshold: float | None = Field(
-        default=None, ge=0, description="verl V1: the off-policy bound in policy versions (AReaL's eta rule)"
+        default=None, ge=0, le=MAX_STALENESS_STEPS,
+        description="verl V1: the off-policy bound in weight versions (AReaL's eta rule; a sample older than this "
+        "many versions is dropped)",
     )
     hybrid_rollout: SwitchSpec = Field(default_factory=SwitchSpec, description="separate_async: GPU lending")
     interrupt: Literal["keep"] = Field(
@@ -283,6 +383,23 @@ class VerlV1Spec(
     # verl V1 has no verl fully_async staleness_threshold: AReaL's eta rule (max_off_policy_threshold) only.
     staleness_threshold: ClassVar[None] = None
     verl_rule: ClassVar[bool] = False
+    replaces_failed: ClassVar[bool] = True
+
+    @property
+    def overlaps_training(self) -> bool:
+        """separate_async generates on GPUs of its own while the trainer trains; colocate_async takes turns."""
+        return self.trainer_mode == "separate_async"
+
+    @property
+    def staleness_bound(self) -> Staleness | None:
+        """max_off_policy_threshold (AReaL's eta) counts weight versions, parameter_sync_step trainer steps each."""
+        return None if self.max_head_offpolicyness is None else Staleness(self.max_head_offpolicyness, VERSIONS)
+
+    @property
+    def head_start_steps(self) -> int:
+        """As AReaL's rule: eta + 1 versions of parameter_sync_step trainer steps ahead at the start."""
+        bound = self.staleness_bound
+        return UNBOUNDED_HEAD_START_STEPS if bound is None else bound.batches_ahead(self.trigger_parameter_sync_step)
 
     @model_validator(mode="after")
     def _verl_v1_names(self) -> VerlV1Spec:
@@ -339,6 +456,17 @@ class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, _Tagged)
     staleness_threshold: ClassVar[None] = None
     verl_rule: ClassVar[bool] = False
     drop_stale: ClassVar[bool] = False  # ROLL expires groups by start step instead (schedules/roll.py)
+    replaces_failed: ClassVar[bool] = True
+    overlaps_training: ClassVar[bool] = True
+
+    @property
+    def staleness_bound(self) -> Staleness:
+        """alpha in weight versions (ROLL pushes weights after every step: one version per trainer step)."""
+        return Staleness(self.async_generation_ratio, VERSIONS)
+
+    @property
+    def head_start_steps(self) -> int:
+        return math.ceil(self.async_generation_ratio)  # docs/sources.md §8
 
     def consumer_groups(self, algo: AlgorithmSpec) -> int:
         return algo.prompts_per_step

@@ -1,0 +1,109 @@
+"""How a role's GPUs are split: tensor, pipeline, data and expert parallelism, in one object.
+
+Every "how many GPUs" rule reads a `ParallelLayout`: the memory check and the training costs (GPUs per
+replica, data-parallel ranks, how the experts are sharded), the colocated reshard (the expert group the
+experts are gathered over), the fleet (GPUs per inference engine), validation, placement and the
+planner's bounds. docs/operators.md, "Expert parallelism".
+
+The expert rule is Megatron-Core's (`parallel_state.initialize_model_parallel`): per pipeline stage a
+layer's experts are sharded over `expert_model_parallel_size` (ep) x `expert_tensor_parallel_size` (etp)
+GPUs, the expert group, and the tp x dp ranks of a stage hold tp x dp / (ep x etp) copies of each shard,
+the expert data-parallel ranks (which must be whole). rlsim does not expose etp: it takes tp / ep when ep
+divides tp (each GPU of a TP group keeps a slice of the experts it holds, the layout SGLang's --ep-size
+gives an engine) and 1 otherwise (whole experts, as verl's and Megatron-Bridge's MoE recipes set
+etp = 1 with ep >= tp). Why this rule and not another: it is the one layout both training (Megatron's
+groups) and the engines (ep divides tp) can hold, and the only one under which the memory a GPU holds and
+the bytes a reshard gathers describe the same shard: the expert group is ep x etp GPUs, never max(tp, ep)
+(which counts 6 GPUs for tp 6 / ep 4 where Megatron puts whole experts on 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParallelLayout:
+    """The parallelism of one role: `tp` x `pp` GPUs per replica, `dp` replicas, experts over `ep` GPUs.
+
+    `engine`: an inference-engine role (rollout, an LLM judge): one engine per `tp` GPUs; engines have no
+    pipeline stages (validation refuses pp > 1) and shard experts over their own GPUs (ep divides tp).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    engine: bool = False
+
+    @classmethod
+    def of(cls, parallel, gpus: int, engine: bool = False) -> ParallelLayout:
+        """A role's layout from its `parallel` settings (tp, pp, ep, optional dp) on `gpus` GPUs."""
+        tp, pp = parallel.tp, parallel.pp
+        dp = parallel.dp if parallel.dp is not None else max(1, gpus // (tp * pp))
+        return cls(tp=tp, pp=pp, dp=dp, ep=parallel.ep, engine=engine)
+
+    # ---------------------------------------------------------------- GPUs
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one model replica (a data-parallel rank): tp x pp."""
+        return self.tp * self.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def engine_gpus(self) -> int:
+        """GPUs of one inference engine: its tp (engines have no pipeline stages)."""
+        return self.tp
+
+    @property
+    def stage_ranks(self) -> int:
+        """GPUs of one pipeline stage over every replica: tp x dp (Megatron's expert layout spans them)."""
+        return self.tp * self.dp
+
+    # ---------------------------------------------------------------- experts
+
+    @property
+    def expert_tensor_split(self) -> int:
+        """GPUs each expert is tensor-split over (Megatron's expert_tensor_parallel_size): tp / ep when ep
+        divides tp, else 1."""
+        return self.tp // self.ep if self.tp % self.ep == 0 else 1
+
+    @property
+    def expert_group(self) -> int:
+        """GPUs of one pipeline stage that share a layer's experts: ep x the expert tensor split."""
+        return self.ep * self.expert_tensor_split
+
+    @property
+    def expert_group_gpus(self) -> int:
+        """GPUs over which one copy of every expert is spread: the expert group of each stage, x pp."""
+        return self.expert_group * self.pp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel ranks: copies of each expert shard in a stage, tp x dp / expert group (at least
+        one: a layout with fewer ranks than its expert group, which validation refuses, is priced as one)."""
+        return max(1, self.stage_ranks // self.expert_group)
+
+    @property
+    def expert_share(self) -> float:
+        """The share of all expert bytes one GPU holds."""
+        return 1.0 / self.expert_group_gpus
+
+    def expert_problem(self) -> str:
+        """Why this layout cannot shard its experts ('' when it can): an engine's ep must divide its tp; a
+        training role's expert group must divide its tp x dp ranks of a stage (Megatron's whole expert
+        data parallelism)."""
+        if self.ep <= 1:
+            return ""
+        if self.engine:
+            if self.tp % self.ep:
+                return f"must divide the engine's tp ({self.tp}): experts are sharded over the engine's GPUs"
+            return ""
+        if self.stage_ranks % self.expert_group:
+            return (f"must divide tp × dp ({self.stage_ranks}): experts are sharded over the data- and "
+                    "tensor-parallel ranks")
+        return ""
