@@ -17,6 +17,7 @@ import copy
 import math
 import os
 import re
+import shutil
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -396,3 +397,118 @@ def test_mutated_plan_spaces_enumerate_or_refuse_in_one_line(case):
     statuses = {c.status for c in candidates}
     assert statuses <= {"feasible", "infeasible", "pruned", "not-sampled"}, statuses
     event(f"space enumerated ({'some' if 'feasible' in statuses else 'no'} feasible)")
+
+
+def _run_case(name: str, data: dict, folder: Path, features: list) -> None:
+    try:
+        event(check_one(data, folder, name))
+    except Hang as exc:
+        pytest.fail(f"{name} with {features}: hang ({exc})")
+    except AssertionError as exc:
+        pytest.fail(f"{name} with {features}: {exc}")
+    except Exception as exc:
+        pytest.fail(f"{name} with {features}: {type(exc).__name__}: {exc}")
+
+
+@st.composite
+def roomed(draw) -> tuple[str, dict, Path, list]:
+    from fuzz_inputs import apply_rooms
+
+    kinds = draw(st.sampled_from([("hybridflow",), ("fully-async", "verl-v1"), ("fully-async", "verl-v1"), ()]))
+    name, data, folder = draw(st.sampled_from([b for b in BASES if not kinds or b[1]["schedule"]["kind"] in kinds]))
+    data, done = apply_rooms(draw, data)
+    return name, data, folder, done
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(100), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(roomed())
+def test_lending_resplit_inflight_affinity_lora_tail_resharding_and_moe_never_crash_hang_or_lie(case):
+    name, data, folder, rooms = case
+    for room in rooms:
+        event(f"room: {room[0]}")
+    _run_case(name, data, folder, rooms)
+
+
+_CASE_NUMBERS = iter(range(10**9))  # a fresh folder per example
+
+
+@st.composite
+def ops_folder_case(draw):
+    from fuzz_inputs import mutated_ops_folder
+
+    return draw(mutated_ops_folder())
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(60), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(ops_folder_case())
+def test_calibrate_ops_on_damaged_folders_fits_what_is_there_or_refuses_in_one_line(case):
+    """Every fit whose rows are present runs; the others are skipped with a note; nothing prints nan or inf."""
+    from rlsim.sim.hardware import load_profile
+    from rlsim.tools.calibration.ops_data import OpsDataError
+    from rlsim.tools.calibration.ops_run import GPU_PROFILES, format_result, run_ops
+
+    gpu, files, mutations = case
+    root = TRACE_DIR / f"ops-{next(_CASE_NUMBERS)}"
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    (root / "compute" / gpu).mkdir(parents=True, exist_ok=True)
+    hw = load_profile(GPU_PROFILES[gpu])
+    try:
+        with alarm(3 * RUN_TIMEOUT_S):  # a dense GEMM kind's fit takes seconds
+            text = format_result(run_ops(root, gpu, (), hw.peak_flops, hw.hbm_bytes_per_s, root / "out"))
+    except OpsDataError as exc:
+        assert "\n" not in str(exc) and str(root) in str(exc), (mutations, str(exc))
+        event("ops refused")
+        return
+    except Hang as exc:
+        pytest.fail(f"{gpu} folder with {mutations}: hang ({exc})")
+    except Exception as exc:
+        pytest.fail(f"{gpu} folder with {mutations}: {type(exc).__name__}: {exc}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    event("ops fitted" + (" with notes" if "note:" in text or "skipped" in text else ""))
+    figures = "\n".join(ln for ln in text.splitlines() if not ln.startswith("  note:"))  # notes name nan rows
+    assert not re.search(r"\b(nan|inf)\b", figures, re.IGNORECASE), (mutations, text)
+
+
+@st.composite
+def plan_target_case(draw) -> list[str]:
+    from fuzz_inputs import plan_target_args
+
+    return draw(plan_target_args())
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(30), deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(plan_target_case())
+def test_plan_target_sizes_or_refuses_in_one_line(args):
+    """`plan --target`: an answer (exit 0), no size reaching the target (exit 1), or one line (exit 2)."""
+    from typer.testing import CliRunner
+
+    from rlsim.tools.cli import app
+
+    out = TRACE_DIR / f"plan-{next(_CASE_NUMBERS)}"
+    small = ["--set", "steps=1", "--set", "warmup_steps=0", "--set", "algorithm.prompts_per_step=4"]
+    try:
+        with alarm(3 * RUN_TIMEOUT_S):
+            res = CliRunner().invoke(app, ["plan", "quickstart", *small, "--backend", "serial", "-q", *args,
+                                           "--out", str(out)])
+    except Hang as exc:
+        pytest.fail(f"plan {args}: hang ({exc})")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    text = res.stdout + res.stderr
+    crashed = res.exception is not None and not isinstance(res.exception, SystemExit)
+    assert not crashed and "Traceback" not in text, (args, repr(res.exception), text[-1500:])
+    assert res.exit_code in (0, 1, 2), (args, res.exit_code, text[-1500:])
+    if res.exit_code == 2:  # the one line may quote the bad value (nan, inf)
+        assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1, (args, res.stderr)
+    else:
+        assert not re.search(r"\b(nan|inf)%?\b", res.stdout, re.IGNORECASE), (args, res.stdout[-1500:])
+    event(f"plan exit {res.exit_code}")

@@ -341,6 +341,156 @@ def test_15_token_authentication_is_named_as_the_cause():
     assert "token authentication" in line and "RAY_AUTH_TOKEN" in line and "\n" not in line
 
 
+# ---------------------------------------------------------------- 17, 18: tail re-sharding
+
+TAIL_SMALL = ("--set", "steps=1", "--set", "warmup_steps=0", "--set", "algorithm.prompts_per_step=16", "--no-plots")
+
+
+def test_17_tail_resharding_on_a_gpu_without_nvlink_moves_the_kv_over_pcie(tmp_path):
+    from rlsim.sim.engine.environment import SimEnvironment
+    from rlsim.sim.engine.request import Request
+    from rlsim.sim.schedules import build_schedule
+
+    rlsim("run", "sync/tail-reshard", "--set", "cluster.pools.main.hardware=l40s", *TAIL_SMALL,
+          "--out", tmp_path / "o", "-q", codes=(0,))
+    finite_files(tmp_path / "o")
+    for gpu, link in (("l40s", "pcie_gb_per_s"), ("h100-sxm", "nvlink_gb_per_s")):
+        scn = load_scenario(ROOT / "scenarios" / "sync" / "tail-reshard.yaml", [f"cluster.pools.main.hardware={gpu}"])
+        tail = build_schedule(scn, SimEnvironment(scn.seed)).tail
+        assert (tail.hw.nvlink_gb_per_s == 0) == (gpu == "l40s")
+        kv = 1000 * tail.model.kv_bytes_per_token / len(tail.wide)  # one running sequence of 1,000 tokens
+        move = tail.move_cost([Request(0, 1000, 10)]) - tail.spec.restart_s
+        assert move == pytest.approx(kv / (getattr(tail.hw, link) * 1e9)), gpu
+
+
+def test_18_tail_resharding_is_checked_on_the_resolved_placement(tmp_path):
+    split = ("run", "quickstart", *TAIL_SMALL, "--set", "schedule.tail_reshard={}", "--set", "schedule.placement=split")
+    refused_in_one_line(*split, "--set", "roles.rollout.parallel.tp=4", "--out", tmp_path / "refused",
+                        must="schedule.tail_reshard.factor: with placement 'split': no wide engine can be formed: "
+                        "the rollout has 1 engine(s) of TP 4, fewer than the factor 2")
+    assert not (tmp_path / "refused").exists()
+    rlsim(*split, "--set", "roles.rollout.parallel.tp=2", "--out", tmp_path / "o", "-q", codes=(0,))  # 2 -> 1 wide
+    finite_files(tmp_path / "o")
+
+
+# ---------------------------------------------------------------- 19, 20, 24, 25: calibrate ops and its readers
+
+OPS = ROOT / "hardware_profiles" / "operators"
+
+
+def _ops_folder(tmp_path: Path, source: str, *parts: str) -> Path:
+    """A copy of some of a shipped operator-profile folder's subfolders."""
+    import shutil
+
+    root = tmp_path / source
+    for part in parts:
+        shutil.copytree(OPS / source / part, root / part)
+    return root
+
+
+def _keep_rows(path: Path, keep) -> None:
+    """Rewrite a CSV keeping its header and the rows (dicts) for which `keep` is true."""
+    import csv
+
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        header, rows = reader.fieldnames, [r for r in reader if keep(r)]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, header)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _set_cell(path: Path, line: int, column: str, value: str) -> None:
+    rows = path.read_text().splitlines()
+    header = rows[0].split(",")
+    cells = rows[line - 1].split(",")
+    cells[header.index(column)] = value
+    rows[line - 1] = ",".join(cells)
+    path.write_text("\n".join(rows) + "\n")
+
+
+def ops_report(root: Path, gpu: str) -> str:
+    res = rlsim("calibrate", "ops", root, "--gpu", gpu, codes=(0,))
+    assert "nan%" not in res.stdout and "nan " not in res.stdout, res.stdout
+    return res.stdout
+
+
+@pytest.mark.slow
+def test_19_moe_rows_without_ep8_tp8_or_any_row_skip_those_fits_with_a_line_naming_them(tmp_path):
+    root = _ops_folder(tmp_path, "frontier", "compute/a800/qwen3-a3b-30b-moe")
+    moe = root / "compute/a800/qwen3-a3b-30b-moe/moe.csv"
+    _keep_rows(moe, lambda r: r["expert_parallel_size"] != "8")  # a GPU profiled at EP 1/2/4
+    text = ops_report(root, "a800")
+    assert f"ep8 held out: skipped: {moe}: no expert_parallel_size 8 rows measured at >= 10 us" in text
+    assert "tp8 held out: t0" in text and "profile values: moe_routing_per_token_us" in text
+    _keep_rows(moe, lambda r: False)  # header only: an interrupted profiler
+    text = ops_report(root, "a800")
+    assert "tp8 held out: skipped" in text and "gating + top-k + shuffle: skipped" in text
+    assert "moe_gemm_eta_mem" not in text
+
+
+@pytest.mark.slow
+def test_19_dense_files_without_mlp_gemm_rows_fit_the_rest_and_say_what_is_skipped(tmp_path):
+    root = _ops_folder(tmp_path, "frontier", "compute/a800/qwen3-a3b-30b-moe")
+    (root / "compute/a800/qwen3-a3b-30b-moe/moe.csv").unlink()
+    _keep_rows(root / "compute/a800/qwen3-a3b-30b-moe/linear_op.csv",
+               lambda r: r["num_tensor_parallel_workers"] != "8")
+    text = ops_report(root, "a800")
+    assert "note: decode_eta_mem skipped: no mlp_up_proj / mlp_down_proj rows" in text
+    assert "hardware profile values: decode_eta_compute" in text
+
+
+@pytest.mark.slow
+def test_20_a_nan_measurement_or_a_zero_shape_is_left_out_and_counted(tmp_path):
+    root = _ops_folder(tmp_path, "vidur", "compute/h100/microsoft/phi-2", "network/h100_dgx")
+    mlp, allreduce = root / "compute/h100/microsoft/phi-2/mlp.csv", root / "network/h100_dgx/all_reduce.csv"
+    _set_cell(mlp, 6, "time_stats.emb.median", "nan")
+    _set_cell(mlp, 7, "n_head", "0")
+    _set_cell(mlp, 8, "n_embd", "inf")
+    _set_cell(allreduce, 6, allreduce.read_text().split(",")[0], "nan")
+    text = ops_report(root, "h100")
+    assert (f"note: {mlp}: left out 3 row(s) holding nan, inf or a number out of range or a zero shape "
+            "(line 6, 7, 8)") in text
+    assert f"note: {allreduce}: left out 1 row(s) holding nan, inf or a number out of range (line 6)" in text
+
+
+def test_24_without_held_out_models_the_report_says_none_instead_of_nan_percent():
+    text = ops_report(OPS / "frontier", "h800")
+    assert text.splitlines()[1].startswith("  held-out models: none (no rows held out")
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "too-large"])
+def test_25_every_calibrate_reader_is_bounded_and_regular_file_only(tmp_path, kind):
+    root = _ops_folder(tmp_path, "vidur", "compute/h100/microsoft/phi-2")
+    mlp = root / "compute/h100/microsoft/phi-2/mlp.csv"
+    mlp.unlink()
+    measurements = tmp_path / "m.csv"
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(mlp)
+        os.mkfifo(measurements)
+        must = "not a regular file"
+    elif kind == "/dev/zero":
+        if not Path(kind).exists():
+            pytest.skip("no /dev/zero here")
+        mlp.symlink_to(kind)
+        measurements.symlink_to(kind)
+        must = "not a regular file"
+    else:  # sparse files: their size is refused from the metadata, nothing is read
+        for path, size in ((mlp, 17_000_000), (measurements, 2_000_000)):
+            with path.open("wb") as fh:
+                fh.truncate(size)
+        must = "more than the limit"
+    start = time.monotonic()
+    line = refused_in_one_line("calibrate", "ops", root, "--gpu", "h100", must=must)
+    assert line.startswith(f"calibrate ops: {mlp}: ")
+    line = refused_in_one_line("calibrate", measurements, "--profile", "h100-sxm", must=must)
+    assert line.startswith(str(measurements))
+    assert time.monotonic() - start < 10
+
+
 # ---------------------------------------------------------------- 21, 27: staleness bounds
 
 

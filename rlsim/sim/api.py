@@ -7,8 +7,8 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   `dump_scenario`, `validation_problems`, `sanity_warnings` (valid but implausible values), the `Scenario`
   model; bad input raises `ScenarioError` (a list of `Problem`: file, dotted path, what is wrong);
   `did_you_mean` / `closest` for a misspelt key or value, `model_problems` (a pydantic error as
-  problems), `MAX_CSV_BYTES` (the bound on a read), `MAX_NUMBER`, `MIN_MAGNITUDE`, `MAX_NODES`,
-  `MAX_GPUS_PER_NODE` (the bounds on any number, a cluster).
+  problems), `MAX_CSV_BYTES` (the bound on a read), `MAX_NUMBER`, `MIN_MAGNITUDE` (a smaller non-zero number
+  is a typo), `MAX_NODES`, `MAX_GPUS_PER_NODE` (the bounds on any number, a cluster).
 - Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
   `canonical_profile` / `unknown_profile_message` (a GPU name as users type it: `NVIDIA H100` -> h100-sxm),

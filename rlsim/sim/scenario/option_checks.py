@@ -17,12 +17,15 @@ def schedule_option_problems(scn: Scenario) -> list[Problem]:
     if tail is not None:
         engines = scn.role_gpus("rollout") // tp
         per_node = scn.cluster.pools[rollout.pool].gpus_per_node
-        if engines % tail.factor:
+        if engines < tail.factor:
+            problems.append(Problem("schedule.tail_reshard.factor", f"no wide engine can be formed: the rollout "
+                                    f"has {engines} engine(s) of TP {tp}, fewer than the factor {tail.factor}"))
+        elif engines % tail.factor:
             problems.append(Problem("schedule.tail_reshard.factor", f"{tail.factor} does not divide the "
                                     f"{engines} rollout engines into wide ones"))
         elif tp * tail.factor > per_node:
             problems.append(Problem("schedule.tail_reshard.factor", f"a wide engine of TP {tp * tail.factor} "
-                                    f"spans more than a node ({per_node} GPUs): its KV moves over NVLink"))
+                                    f"spans more than a node ({per_node} GPUs): its KV moves inside a node"))
     colocated = getattr(spec, "trainer_mode", None) == "colocate_async"
     if colocated and not scn.roles_share_gpus("rollout", "actor"):
         problems.append(Problem("roles.rollout.pool", "colocate_async runs generation on the actor's GPUs: "

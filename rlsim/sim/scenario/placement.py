@@ -269,9 +269,13 @@ def hybridflow_problems(
         if shared:
             return [Problem("roles.reward.pool", f"{schedule} scores samples while other roles run, so the LLM "
                             f"judge needs GPUs of its own; it shares GPUs with {', '.join(shared)}")]
-    options = schedule_option_problems(scn)
-    if options:
-        return options
+    resolved = resolved if resolved is not None else resolve_placement(scn)
+    if resolved[0] is not None:  # the options see the GPUs each role has once the placement is applied
+        options = schedule_option_problems(resolved[0].scenario)
+        if options and scn.schedule.placement != "custom":
+            options = [Problem(p.path, f"with placement {scn.schedule.placement!r}: {p.message}") for p in options]
+        if options:
+            return options
     return placement_problems(scn, max_seq_tokens, resolved)
 
 

@@ -5,8 +5,8 @@ remaining sequence decodes at the speed of one narrow engine. Re-sharding the ro
 of `factor` x the tensor parallelism makes each decode step of those few sequences faster (the weights
 are split over more GPUs and a small batch is bound by reading them). The weights need no transfer: each
 GPU already holds the slice its wider engine needs. The running sequences move either by migrating
-their KV over NVLink (`migrate`) or by re-prefilling their context on the wide engines (`recompute`);
-the engines restart (`restart_s`).
+their KV between the GPUs of a node (`migrate`: over NVLink, or over PCIe on a GPU without it, e.g. the
+L40S) or by re-prefilling their context on the wide engines (`recompute`); the engines restart (`restart_s`).
 
 The decision is taken once, when the running sequences fall to `threshold` of the batch: the remaining
 decode steps are estimated as the longest running sequence's tokens so far (a sequence that has run n
@@ -65,10 +65,12 @@ class TailResharder:
         return {"stay_s": stay, "wide_s": go, "cost_s": self.move_cost(running)}
 
     def move_cost(self, running: list[Request]) -> float:
-        """KV migration over NVLink (each wide engine gathers its sequences' KV), or their re-prefill."""
+        """KV migration inside a node (each wide engine gathers its sequences' KV over NVLink, or over PCIe on a
+        GPU without NVLink such as the L40S), or their re-prefill."""
         contexts = [r.prefix_tokens + r.prompt_tokens + self._generated(r) for r in running]
         if self.spec.mode == "migrate":
-            move = sum(contexts) * self.model.kv_bytes_per_token / len(self.wide) / (self.hw.nvlink_gb_per_s * 1e9)
+            kv = sum(contexts) * self.model.kv_bytes_per_token / len(self.wide)
+            move = kv / self.hw.intra_node_bytes_per_s()
         else:
             share = len(self.wide)
             move = self.wide[0].prefill_time(sum(contexts) / share, sum(c * c for c in contexts) / share)
@@ -104,7 +106,7 @@ class TailResharder:
         final = {r.rid: r for r in reqs}
         running = [r for r in reqs if not r.finished]
         record = {"step": env.rl_step, "running": len(running), "taken": False}
-        if running:
+        if running and self.wide:  # no wide engine can be formed (validation refuses that): never re-shard
             record.update(self.estimate(running))
             record["taken"] = record["stay_s"] - record["wide_s"] > record["cost_s"]
         self.log.append(record)

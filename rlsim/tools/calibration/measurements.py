@@ -24,8 +24,10 @@ import numpy as np
 from rlsim.sim.api import (
     HardwareProfile,
     ModelShape,
+    YamlInputError,
     decode_step_time,
     prefill_time,
+    read_text_bounded,
     resolve_preset,
     serving_itl,
     train_pass_time,
@@ -153,8 +155,10 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     may be omitted; cells that a row's kind does not need may be empty.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
+    try:  # bounded, regular files only (a FIFO or /dev/zero is refused from its metadata), as every input
+        text = read_text_bounded(path, what="a measurements CSV")
+    except YamlInputError as exc:
+        raise MeasurementError(f"{path}: {exc.message}") from None
     except OSError as exc:
         raise MeasurementError(f"{path}: cannot read measurements: {exc.strerror or exc}") from None
     lines = [

@@ -16,6 +16,8 @@ whole experts, EP 8 TP 8 at 4,096 tokens would run 309 GFLOP in 0.54 ms, 1.8x th
 The per-expert term c is optional: fitted, it comes out at 0.07 us and changes no error (docs/operators.md,
 "MoE layers"), so the profiles carry the form without it.
 `fit_routing` fits gating + top-k + shuffle as a fixed plus a per-token term.
+A fit whose rows the file lacks (a GPU profiled at EP 1/2/4 only, a header-only file) raises `MissingRows`
+naming them; `moe_summary` prints that as the fit's line ("skipped: ...") and goes on with the others.
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsim.tools.calibration.ops_data import read_table
+from rlsim.tools.calibration.ops_data import OpsDataError, read_header, read_table
 
 _PARTS = ("moe_gating_linear", "moe_gating_routing_topk", "moe_shuffling")
+
+
+class MissingRows(OpsDataError):
+    """A fit the file has not the rows for (the message names them)."""
 
 
 @dataclass(frozen=True)
@@ -132,24 +138,33 @@ def _gemm_solve(a: np.ndarray, y: np.ndarray):
 
 
 def fit_grouped_gemm(path: Path, hold_out: str = "ep8", per_expert: bool = False, *, peak_flops: float,
-                     hbm_bytes_per_s: float) -> GroupedGemmFit:
+                     hbm_bytes_per_s: float, notes: list[str] | None = None) -> GroupedGemmFit:
     """Fit the per-device grouped GEMM on every row >= 10 us except the held-out ones (`hold_out`: "ep8"
     holds out expert parallelism 8, "tp8" holds out TP 8 and trains without EP 8 too); a grid over the
     eta_mem / eta_compute ratio, linear least squares on relative error at each, the best kept. The shares
     are of `peak_flops` and `hbm_bytes_per_s`, the measured GPU's hardware profile's."""
-    t = read_table(path, _GEMM_COLS)
+    t = read_table(path, _GEMM_COLS, notes=notes)
     y = t["time_stats.moe_grouped_gemm.median"] * 1e-3
     touched, read, compute = gemm_terms(t, peak_flops, hbm_bytes_per_s)
     ep, tp = t["expert_parallel_size"], t["num_tensor_parallel_workers"]
     held = (ep == 8) if hold_out == "ep8" else (tp == 8)
     train = ~held & (ep != 8) & (y >= MIN_FIT_SECONDS)
+    test = held & (y >= MIN_FIT_SECONDS)
+    what = "expert_parallel_size 8" if hold_out == "ep8" else "num_tensor_parallel_workers 8"
+    if not test.any():
+        raise MissingRows(f"no {what} rows measured at >= 10 us to hold out")
+    coefficients = 3 if per_expert else 2
+    if train.sum() < coefficients:
+        raise MissingRows(f"{int(train.sum())} training row(s) measured at >= 10 us besides the {what} ones "
+                          f"(the fit needs {coefficients})")
     best = min((_gemm_solve(_gemm_columns(touched, read, compute, r, per_expert)[train], y[train]) + (r,)
                 for r in np.geomspace(0.05, 20.0, 121)), key=lambda c: c[1])
     coef, _, ratio = best
     pred = _gemm_columns(touched, read, compute, ratio, per_expert) @ coef
     t0, c, inv_mem = coef[0], (coef[1] if per_expert else 0.0), coef[-1]
+    if not inv_mem > 0:
+        raise MissingRows("the rows leave no weight-read term (eta_mem would be infinite)")
     err = np.abs(pred / y - 1.0)
-    test = held & (y >= MIN_FIT_SECONDS)
     return GroupedGemmFit(t0 * 1e6, c * 1e6, 1.0 / inv_mem, 1.0 / (ratio * inv_mem), int(train.sum()),
                           float(np.median(err[train])), int(test.sum()), float(np.median(err[test])),
                           float(np.percentile(err[test], 90)))
@@ -166,15 +181,18 @@ class RoutingFit:
     p90_error: float
 
 
-def fit_routing(path: Path) -> RoutingFit:
+def fit_routing(path: Path, notes: list[str] | None = None) -> RoutingFit:
     """Least squares on relative error over the TP 1, EP 1 rows of the engine's fused top-k path (Frontier's
     `uniform_topk` rows force a uniform assignment on the host and are not an engine's path; its EP rows mix
     two timing set-ups, ~140 us and ~36 us at 1 token, docs/operators.md "MoE layers")."""
     t = read_table(path, ("num_tokens", "expert_parallel_size", "num_tensor_parallel_workers",
                           *(f"time_stats.{n}.median" for n in _PARTS)),
-                   where={"routing_runtime_path": "standard_fused_topk"})
+                   where={"routing_runtime_path": "standard_fused_topk"}, notes=notes)
     one = (t["expert_parallel_size"] == 1) & (t["num_tensor_parallel_workers"] == 1)
     t = {c: v[one] for c, v in t.items()}
+    if len(np.unique(t["num_tokens"])) < 2:
+        raise MissingRows(f"{len(t['num_tokens'])} standard_fused_topk row(s) at TP 1, EP 1 (the fit needs two "
+                          "token counts)")
     y = sum(t[f"time_stats.{n}.median"] for n in _PARTS) * 1e-3
     a = np.column_stack([np.ones_like(y), t["num_tokens"]]) / y[:, None]
     (fixed, per_token), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
@@ -183,26 +201,42 @@ def fit_routing(path: Path) -> RoutingFit:
                       float(np.percentile(err, 90)))
 
 
-def moe_summary(root: Path, gpu: str, peak_flops: float, hbm_bytes_per_s: float) -> tuple[str, ...]:
+def moe_summary(root: Path, gpu: str, peak_flops: float, hbm_bytes_per_s: float,
+                notes: list[str] | None = None) -> tuple[str, ...]:
     """`rlsim calibrate ops` lines for each `compute/<gpu>/**/moe.csv` with expert-parallel rows: the grouped
-    GEMM fit (EP 8 and TP 8 held out in turn) and the gating/top-k/shuffle fit, with the profile values."""
+    GEMM fit (EP 8 and TP 8 held out in turn) and the gating/top-k/shuffle fit, with the profile values.
+    A fit the file lacks the rows for is one "skipped" line naming them; rows left out go to `notes`."""
     lines = []
     for path in sorted((root / "compute" / gpu).rglob("moe.csv")):
-        with path.open() as fh:
-            if "expert_parallel_size" not in fh.readline():
-                continue
+        if "expert_parallel_size" not in read_header(path):
+            continue
         lines.append(f"  MoE grouped GEMM ({path.parent.name}): t = t0 + hypot(read / eta_mem, flops / eta_compute)")
-        fits = {hold: fit_grouped_gemm(path, hold, peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s)
-                for hold in ("ep8", "tp8")}
-        for hold, f in fits.items():
+        fits: dict[str, GroupedGemmFit] = {}
+        for hold in ("ep8", "tp8"):
+            try:
+                f = fits[hold] = fit_grouped_gemm(path, hold, peak_flops=peak_flops, hbm_bytes_per_s=hbm_bytes_per_s,
+                                                  notes=notes)
+            except MissingRows as exc:
+                lines.append(f"    {hold} held out: skipped: {path}: {exc}")
+                continue
             lines.append(f"    {hold} held out: t0 {f.fixed_us:.1f} us, eta_mem {f.eta_mem:.3f}, eta_compute "
                          f"{f.eta_compute:.3f}; training median |error| {f.train_median:.1%} ({f.train_rows} rows), "
                          f"held out {f.held_median:.1%}, p90 {f.held_p90:.1%} ({f.held_rows} rows)")
-        r = fit_routing(path)
-        lines.append(f"    gating + top-k + shuffle: {r.fixed_us:.1f} us + {r.per_token_us:.4f} us per token, "
-                     f"median |error| {r.median_error:.1%}, p90 {r.p90_error:.1%} ({r.rows} rows)")
-        f = fits["ep8"]
-        lines.append(f"    profile values: moe_gemm_eta_mem {f.eta_mem:.3f}, moe_gemm_eta_compute {f.eta_compute:.3f}, "
-                     f"moe_routing_per_token_us {r.per_token_us:.4f} (t0 and the routing's fixed part are host-timed "
-                     "and not used)")
+        try:
+            r = fit_routing(path, notes=notes)
+        except MissingRows as exc:
+            r = None
+            lines.append(f"    gating + top-k + shuffle: skipped: {path}: {exc}")
+        else:
+            lines.append(f"    gating + top-k + shuffle: {r.fixed_us:.1f} us + {r.per_token_us:.4f} us per token, "
+                         f"median |error| {r.median_error:.1%}, p90 {r.p90_error:.1%} ({r.rows} rows)")
+        values = []
+        if "ep8" in fits:
+            f = fits["ep8"]
+            values += [f"moe_gemm_eta_mem {f.eta_mem:.3f}", f"moe_gemm_eta_compute {f.eta_compute:.3f}"]
+        if r is not None:
+            values.append(f"moe_routing_per_token_us {r.per_token_us:.4f}")
+        if values:
+            lines.append(f"    profile values: {', '.join(values)} (t0 and the routing's fixed part are host-timed "
+                         "and not used)")
     return tuple(lines)

@@ -6,6 +6,10 @@ Besides the dense operators it fits, where the folder has them:
 - the per-kernel launch and host cost: Frontier profiles some operators twice, timed with CUDA events
   around the host call (`linear_op.csv`) and kernel-only (`linear_op_kernel_only.csv`); the median
   difference over single-kernel operators (norms, rope, activation, embedding) at <= 256 tokens.
+
+A folder need not hold every file: a fit whose rows are missing is skipped with a note naming them, and
+rows holding nan, inf or a number out of range are left out and counted (ops_data); the report says so
+in its "note:" lines.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ GPU_PROFILES = {"a100": "a100-80gb", "h100": "h100-sxm", "h800": "h800", "a800":
 GPU_CHIPS = {"a100": (108, 40e6), "a800": (108, 40e6), "h100": (132, 50e6), "h800": (132, 50e6)}
 _SINGLE_KERNEL_OPS = ("input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "emb")
 CSV_COLUMNS = ("gpu", "model", "tp", "op", "tokens", "measured_ms", "predicted_ms", "held_out")
+MLP_GEMMS = ("mlp_up_proj", "mlp_down_proj")  # the GEMMs whose weight streaming sets decode_eta_mem
 
 
 @dataclass(frozen=True)
@@ -54,20 +59,36 @@ class OpsResult:
     train_p90: float
     small_ops_us: float  # per layer at decode sizes (<= 64 tokens), training models' median rows
     moe_lines: tuple[str, ...] = ()  # the grouped-GEMM and routing fits of an expert-parallel moe.csv (ops_moe)
+    notes: tuple[str, ...] = ()  # rows left out, fits skipped for want of rows
+    train_rows: int = 0  # training rows measured at >= 10 us (scored)
 
     def profile_values(self) -> dict[str, float]:
-        """What a hardware profile takes from this fit (docs/operators.md says what each one means)."""
+        """What a hardware profile takes from this fit (docs/operators.md says what each one means); a value
+        whose operators the folder lacks is left out (`missing_values` names them)."""
         g = self.dense.gemm
-        out = {
-            "decode_eta_mem": round(float(np.mean([g[o].eta_mem for o in ("mlp_up_proj", "mlp_down_proj")])), 3),
-            "decode_eta_compute": round(float(np.median([self.dense.eta_compute(o, 512.0) for o in g])), 3),
-            "prefill_eta_compute": round(float(np.median([self.dense.eta_compute(o, 4096.0) for o in g])), 3),
-            "gemm_fixed_us": round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2),
-            "layer_small_ops_us": round(self.small_ops_us, 1),
-        }
+        out = {}
+        mlp = [o for o in MLP_GEMMS if o in g]
+        if len(mlp) == len(MLP_GEMMS):
+            out["decode_eta_mem"] = round(float(np.mean([g[o].eta_mem for o in mlp])), 3)
+        if g:
+            out["decode_eta_compute"] = round(float(np.median([self.dense.eta_compute(o, 512.0) for o in g])), 3)
+            out["prefill_eta_compute"] = round(float(np.median([self.dense.eta_compute(o, 4096.0) for o in g])), 3)
+            out["gemm_fixed_us"] = round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2)
+        out["layer_small_ops_us"] = round(self.small_ops_us, 1)
         if self.launch_us is not None:
             out["kernel_launch_us"] = round(self.launch_us, 2)
         out.update(self.p2p_latencies())
+        return out
+
+    def missing_values(self) -> list[str]:
+        """Notes for the profile values the folder has no rows for."""
+        g, out = self.dense.gemm, []
+        if any(o not in g for o in MLP_GEMMS):
+            out.append(f"decode_eta_mem skipped: no {' / '.join(o for o in MLP_GEMMS if o not in g)} rows "
+                       "(the MLP GEMMs' weight streaming)")
+        if not g:
+            out.append(f"decode_eta_compute, prefill_eta_compute and gemm_fixed_us skipped: no GEMM rows "
+                       f"({', '.join(ops_data.GEMM_OPS)})")
         return out
 
     def p2p_latencies(self) -> dict[str, float]:
@@ -98,15 +119,17 @@ def fit_collectives(rows: ops_data.CollectiveRows) -> tuple[list[CollectiveFit],
     return fits, pred
 
 
-def launch_cost_us(root: Path, gpu: str) -> float | None:
+def launch_cost_us(root: Path, gpu: str, notes: list[str] | None = None) -> float | None:
     """Median (host-timed - kernel-only) per single-kernel operator at <= 256 tokens, microseconds."""
     diffs = []
+    columns = ("num_tokens", "num_tensor_parallel_workers", *(f"time_stats.{o}.median" for o in _SINGLE_KERNEL_OPS))
     for path in sorted((root / "compute" / gpu).rglob("linear_op_kernel_only.csv")):
-        host_rows = ops_data.read_table(path.with_name("linear_op.csv"), ("num_tokens", "num_tensor_parallel_workers",
-                                                                          *(f"time_stats.{o}.median"
-                                                                            for o in _SINGLE_KERNEL_OPS)))
-        kern_rows = ops_data.read_table(path, ("num_tokens", "num_tensor_parallel_workers",
-                                               *(f"time_stats.{o}.median" for o in _SINGLE_KERNEL_OPS)))
+        if not path.with_name("linear_op.csv").exists():
+            if notes is not None:
+                notes.append(f"{path}: no linear_op.csv beside it (host-timed rows): no launch cost from it")
+            continue
+        host_rows = ops_data.read_table(path.with_name("linear_op.csv"), columns, notes=notes)
+        kern_rows = ops_data.read_table(path, columns, notes=notes)
         key = ("num_tokens", "num_tensor_parallel_workers")
         host = {tuple(host_rows[k][i] for k in key): i for i in range(len(host_rows["num_tokens"]))}
         for j in range(len(kern_rows["num_tokens"])):
@@ -121,7 +144,8 @@ def launch_cost_us(root: Path, gpu: str) -> float | None:
 def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, hbm_bytes_per_s: float,
             out: Path | None) -> OpsResult:
     """Fit `gpu`'s operators under `root` with `held_out` models left out; write OUT/ops_fit.csv."""
-    rows = ops_data.read_dense(root, gpu)
+    notes: list[str] = []
+    rows = ops_data.read_dense(root, gpu, notes)
     unknown = [m for m in held_out if m not in set(rows.model)]
     if unknown:
         raise ops_data.OpsDataError(f"--hold-out-models: no rows for {', '.join(unknown)} "
@@ -132,14 +156,16 @@ def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, 
     sms, cache_bytes = GPU_CHIPS[gpu]
     dense = fit_dense(rows.subset(~held), peak_flops, hbm_bytes_per_s, sms, cache_bytes)
     pred = dense.predict(rows)
-    coll_rows = ops_data.read_collectives(root, gpu)
+    coll_rows = ops_data.read_collectives(root, gpu, notes)
     coll_fits, coll_pred = ([], None) if coll_rows is None else fit_collectives(coll_rows)
     hm, hp, hn = error_stats(rows.measured_ms[held], pred[held])
-    tm, tp90, _ = error_stats(rows.measured_ms[~held], pred[~held])
+    tm, tp90, tn = error_stats(rows.measured_ms[~held], pred[~held])
     if out is not None:
         _write_csv(out / "ops_fit.csv", gpu, rows, pred, held, coll_rows, coll_pred)
-    return OpsResult(gpu, held_out, dense, coll_fits, launch_cost_us(root, gpu), hm, hp, hn, tm, tp90,
-                     _small_ops_us(rows.subset(~held)), moe_summary(root, gpu, peak_flops, hbm_bytes_per_s))
+    launch = launch_cost_us(root, gpu, notes)
+    moe = moe_summary(root, gpu, peak_flops, hbm_bytes_per_s, notes)
+    return OpsResult(gpu, held_out, dense, coll_fits, launch, hm, hp, hn, tm, tp90,
+                     _small_ops_us(rows.subset(~held)), moe, tuple(dict.fromkeys(notes)), tn)
 
 
 def _small_ops_us(rows: ops_data.DenseRows) -> float:
@@ -164,11 +190,18 @@ def _write_csv(path: Path, gpu, rows, pred, held, coll_rows, coll_pred) -> None:
                             f"{coll_rows.measured_ms[i]:.6g}", f"{coll_pred[i]:.6g}", False))
 
 
+def _errors(median: float, p90: float, rows: int) -> str:
+    if not rows:
+        return "no rows measured at >= 10 us"
+    return f"median |error| {median:.1%}, p90 {p90:.1%} over {rows} rows measured at >= 10 us"
+
+
 def format_result(r: OpsResult) -> str:
+    held = ("none (no rows held out; --hold-out-models M1,M2 scores models left out of the fit)"
+            if not r.held_out_models else _errors(r.held_median, r.held_p90, r.held_rows))
     lines = [f"operator fit on {r.gpu}: held-out {', '.join(r.held_out_models) or '(none)'}",
-             f"  held-out models: median |error| {r.held_median:.1%}, p90 {r.held_p90:.1%} "
-             f"over {r.held_rows} rows measured at >= 10 us",
-             f"  training models: median |error| {r.train_median:.1%}, p90 {r.train_p90:.1%}"]
+             f"  held-out models: {held}",
+             f"  training models: {_errors(r.train_median, r.train_p90, r.train_rows)}"]
     for op, c in r.dense.gemm.items():
         etas = "/".join(f"{r.dense.eta_compute(op, t):.2f}" for t in (1.0, 64.0, 512.0, 4096.0))
         lines.append(f"  {op:26s} eta_mem {c.eta_mem:.3f}  eta_compute 1/64/512/4096 tokens {etas}  "
@@ -183,4 +216,5 @@ def format_result(r: OpsResult) -> str:
         lines.append(f"  kernel launch + host per operator: {r.launch_us:.1f} us")
     lines.append("  hardware profile values: " + ", ".join(f"{k} {v}" for k, v in r.profile_values().items()))
     lines.extend(r.moe_lines)
+    lines.extend(f"  note: {n}" for n in (*r.missing_values(), *r.notes))
     return "\n".join(lines)

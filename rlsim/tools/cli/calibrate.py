@@ -65,6 +65,8 @@ def calibrate(
         fail([f"--profile {profile}: {p.path}: {p.message}" for p in model_problems(exc, None, root=HardwareProfile)])
     except KeyError as exc:
         fail([f"--profile {profile}: {exc.args[0]}"])
+    except cal.MeasurementError as exc:  # names the file and line itself
+        fail([" ".join(str(exc).split())])
     except (ValueError, FileNotFoundError) as exc:
         fail([f"{measurements}: {' '.join(str(exc).split())}"])
     chosen = cal.DEFAULT_PARAMS if params is None else tuple(p.strip() for p in params.split(",") if p.strip())
