@@ -6,9 +6,11 @@ Published syncs fall into regimes (docs/sources.md §4, "Weight-sync paths"); `p
   grows with the tensor count (`ModelShape.weight_tensors`), which an MoE model multiplies by its experts:
   tensors x per-call cost, plus the bytes through one sender's stream.
 - `bucketed`: tensors flattened into buckets (verl: 2048 MB); bytes-bound. One sender streams every byte at
-  `ONE_SENDER_NIC_SHARE` of its NIC; with `senders: all` every trainer GPU streams its share at
-  `ALL_SENDERS_NIC_SHARE` of its own NIC. Each bucket is packed on the sender and its shard copied into the
-  engine's parameters on the receiver (HBM passes), plus one collective latency per bucket and per receiver.
+  `ONE_SENDER_NIC_SHARE` of its NIC; with `senders: all` the GPUs of the sending node relay it, each at
+  `ALL_SENDERS_NIC_SHARE` of its own NIC (verl 0.9.1's NCCL checkpoint engine with multi_sender: rank 0 plus its
+  NVLink peers; trainer GPUs on other nodes do not send). Each bucket is packed on the sender and its shard
+  copied into the engine's parameters on the receiver (HBM passes), plus one collective latency per bucket and
+  per receiver.
 - `staged`: bucketed, but bounced through host memory: device -> host on the sender and host -> device on
   every receiver, over PCIe (or `host_gb_per_s`).
 
@@ -16,9 +18,9 @@ Across the paths:
 
 - gather: when the trainer spans nodes, the weights held on the other trainer nodes cross the fabric into the
   sending node (one NIC) before the broadcast (verl PR #7291's ≈0.8 s on two GH200 nodes);
-- delta: only the bytes that changed since the last sync move (`delta_fraction`, 2% by default; every trainer rank
-  diffs its own shard, so the gather shrinks too), plus one HBM pass on the sender comparing the new weights with
-  the last synced copy. Per-call and per-bucket costs do not shrink: every tensor still changes a little.
+- delta: only the elements that changed since the last sync move (`delta_fraction`, 2% by default), each with an
+  int32 position (verl's delta_sharded engine); every trainer GPU first compares its shard with a pinned host
+  snapshot over PCIe, and the gather moves the sparse delta too. Per-call and per-bucket costs do not shrink.
 
 Colocated (the hybrid engine's switch, costs/transition.py) the bytes never leave the node: a per-tensor path adds
 its per-call cost to the engine's load, and `staged` the host bounce of each GPU's engine shard.
@@ -50,6 +52,9 @@ ALL_SENDERS_NIC_SHARE = 0.31
 # Changed bytes per sync under delta sync: the sources report 1-3% per sync in bf16 RL runs (verl sharded delta
 # sync, slime); 2% assumed. Settle with the changed-byte count of one sync in the run in question.
 DEFAULT_DELTA_FRACTION = 0.02
+# verl's delta_sharded engine sends each changed element as an int32 position and its value (verl 0.9.1,
+# verl/checkpoint_engine/delta_checkpoint_engine.py, the `indices` wire encoding).
+DELTA_INDEX_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class SyncSetup:
     per_tensor_s: float | None = None  # None: PER_TENSOR_S[path]
     host_bytes_per_s: float | None = None  # staged: host-memory bounce rate (None: each side's PCIe)
     same_node: bool = False  # both sides in one node: the link is NVLink (or PCIe without it), not the NICs
+    element_bytes: float = 2.0  # bytes per weight (delta: an int32 position travels with each changed value)
+    sender_node_gpus: int | None = None  # senders: all: the trainer GPUs on the sending node (None: trainer_gpus)
 
 
 def _link(hw: HardwareProfile, same_node: bool) -> float:
@@ -103,13 +110,21 @@ def per_tensor_cost(path: str, override_s: float | None = None) -> float:
 
 def stream_bytes_per_s(s: SyncSetup) -> float:
     """Rate the senders push weights at: one sender's stream, or every trainer GPU's, each a share of its NIC
-    (a path that sends one tensor per call has one sender). Never faster than the receivers' NICs together."""
-    nic = min(_link(s.sender, s.same_node), _link(s.receiver, s.same_node))
-    if s.senders == "all" and s.path not in PER_TENSOR_S:
-        rate = ALL_SENDERS_NIC_SHARE * nic * max(1, s.trainer_gpus)
-    else:
-        rate = ONE_SENDER_NIC_SHARE * nic
+    (a path that sends one tensor per call has one sender). Never faster than the receivers' links together.
+    Inside one node the link (NVLink, or PCIe without it) is taken at its rate: the NIC shares were measured
+    between nodes."""
+    link = min(_link(s.sender, s.same_node), _link(s.receiver, s.same_node))
+    many = s.senders == "all" and s.path not in PER_TENSOR_S
+    share = 1.0 if s.same_node else ALL_SENDERS_NIC_SHARE if many else ONE_SENDER_NIC_SHARE
+    senders = min(s.trainer_gpus, s.sender_node_gpus or s.trainer_gpus)
+    rate = share * link * (max(1, senders) if many else 1)
     return min(rate, _link(s.receiver, s.same_node) * max(1, s.receivers))
+
+
+def delta_bytes(weight_bytes: float, fraction: float, element_bytes: float = 2.0) -> float:
+    """Bytes a delta sync sends: each changed element as an int32 position plus its value (verl's delta_sharded
+    `indices` wire encoding)."""
+    return weight_bytes * fraction * (1.0 + DELTA_INDEX_BYTES / element_bytes)
 
 
 def _hbm_pass(size_bytes: float, hw: HardwareProfile) -> float:
@@ -123,11 +138,13 @@ def sync_parts(s: SyncSetup) -> SyncParts:
         return SyncParts()
     if s.path not in SYNC_PATHS or s.senders not in SENDERS:
         raise ValueError(f"unknown weight-sync path {s.path!r} or senders {s.senders!r}")
-    share = 1.0 if s.delta_fraction is None else s.delta_fraction
-    moved = s.weight_bytes * share
+    moved = s.weight_bytes
+    if s.delta_fraction is not None:
+        moved = delta_bytes(s.weight_bytes, s.delta_fraction, s.element_bytes)
     nodes = max(1, s.trainer_nodes)
     gather = moved * (nodes - 1) / nodes / s.sender.nic_bytes_per_s  # the fabric between trainer nodes
-    diff = _hbm_pass(s.weight_bytes, s.sender) if s.delta_fraction is not None else 0.0
+    # delta: each trainer GPU compares its shard with its pinned host snapshot of the last sync, over PCIe
+    diff = s.weight_bytes / max(1, s.trainer_gpus) / s.sender.pcie_bytes_per_s if s.delta_fraction is not None else 0.0
     latency = max(s.sender.collective_latency_s, s.receiver.collective_latency_s)
     per_call = per_tensor_cost(s.path, s.per_tensor_s)
     if per_call:

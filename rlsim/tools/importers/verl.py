@@ -17,6 +17,7 @@ from rlsim.tools.importers.loading import VERL_CONFIG_DIR, load_hydra_config, re
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
 from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule
+from rlsim.tools.importers.weight_sync import weight_sync_from_knobs
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
@@ -286,11 +287,27 @@ def _lora(ledger: Ledger, schedule: dict[str, Any]) -> None:
     schedule["lora"] = {"rank": rank, "targets": "all-linear" if mlp else "attention"}
 
 
+def _weight_sync(ledger: Ledger, schedule: dict[str, Any]) -> None:
+    """actor_rollout_ref.rollout.checkpoint_engine: its backend and bucket size -> schedule.weight_sync."""
+    ce = f"{R}.checkpoint_engine"
+    bucket = ledger.use(f"{ce}.update_weights_bucket_megabytes", "schedule.weight_sync.bucket_mb")
+    backend = ledger.use(f"{ce}.backend", "schedule.weight_sync.path")
+    ledger.ignore(f"{ce}.custom_backend_module", "a custom checkpoint-engine backend: rlsim prices the path named by "
+                  "backend (set schedule.weight_sync to describe yours)")
+    ledger.ignore(f"{ce}.engine_kwargs", "backend options: multi-sender or delta sync are schedule.weight_sync.senders "
+                  "and .delta (--set)")
+    try:
+        sync = weight_sync_from_knobs(transport=backend, bucket_mb=bucket)
+    except ValueError as exc:
+        ledger.error(f"{ce}.backend" if backend is not None else f"{ce}.update_weights_bucket_megabytes", str(exc))
+        return
+    if sync:
+        schedule["weight_sync"] = sync
+
+
 def _schedule(ledger: Ledger, kind: str, engines: int) -> dict[str, Any]:
     schedule: dict[str, Any] = {"kind": kind}
-    bucket = ledger.use(f"{R}.checkpoint_engine.update_weights_bucket_megabytes", "schedule.weight_sync_bucket_mb")
-    if bucket is not None:
-        schedule["weight_sync_bucket_mb"] = bucket
+    _weight_sync(ledger, schedule)
     _rollout_logprobs(ledger, schedule)
     _lora(ledger, schedule)
     if kind == "hybridflow":
