@@ -20,6 +20,10 @@ TRANSPORTS: dict[str, dict[str, Any]] = {
     "ipc": {"path": "bucketed"},
     "cuda-ipc": {"path": "bucketed"},
     "nixl": {"path": "bucketed"},  # RDMA point-to-point, bucketed (NeMo-RL refit_cfg.nixl, verl's nixl backend)
+    "mooncake": {"path": "bucketed"},  # verl: Mooncake TransferEngine point-to-point, bucketed
+    "kimi_ckpt_engine": {"path": "bucketed"},  # verl: Kimi's checkpoint engine, bucketed collectives
+    # verl's delta_sharded engine: changed (position, value) pairs over the NCCL engine's group
+    "delta_sharded": {"delta": True},
     # a collective through host memory: the staged path
     "gloo": {"path": "staged"},
     # NeMo-RL's sparse refits send only the changed weights (through object storage or a ZeroMQ relay in host memory)
