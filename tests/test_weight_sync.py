@@ -161,6 +161,7 @@ def test_the_schedule_prices_the_path_the_scenario_names():
     ("schedule.weight_sync.host_gb_per_s=3", "host_gb_per_s is read only by path: staged"),
     ("schedule.weight_sync.path=sharded", "schedule.weight_sync.path"),
     ("schedule.weight_sync.bucket_mb=5.0e-324", "schedule.weight_sync.bucket_mb: must be >= 0.001"),
+    ("schedule.weight_sync={path: staged, host_gb_per_s: 5.0e-324}", "schedule.weight_sync.host_gb_per_s: must be >="),
 ])
 def test_bad_weight_sync_knobs_are_one_line_each(override, message):
     with pytest.raises(ScenarioError) as err:

@@ -212,12 +212,12 @@ class WeightSyncSpec(Strict):
         "RL runs)",
     )
     per_tensor_ms: float | None = Field(
-        default=None, gt=0, le=60_000,
+        default=None, ge=1e-6, le=60_000,
         description="Per-tensor paths: cost of one call, ms (default 1.65 for per-tensor-nccl, 38 for "
         "per-tensor-rpc: docs/sources.md §4)",
     )
     host_gb_per_s: float | None = Field(
-        default=None, gt=0, le=10_000,
+        default=None, ge=0.001, le=10_000,
         description="staged: host-memory bounce rate each way, GB/s (default: the GPUs' PCIe; pageable copies are "
         "far slower)",
     )
