@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rlsim.sim.costs.weight_sync import DEFAULT_DELTA_FRACTION
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
     MAX_BUCKET_MB,
     MAX_EPOCHS,
@@ -28,6 +29,8 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
+
+DEFAULT_BUCKET_MB = 2048.0  # verl's update_weights_bucket_megabytes
 
 
 class LoraSpec(Strict):
@@ -198,7 +201,7 @@ class WeightSyncSpec(Strict):
         "Syncs to engines on other GPUs only",
     )
     bucket_mb: float = Field(
-        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB,
+        default=DEFAULT_BUCKET_MB, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB,
         description="Bucket size of the bucketed and staged paths, MB (verl update_weights_bucket_megabytes: 2048)",
     )
     delta: bool = Field(
@@ -207,7 +210,7 @@ class WeightSyncSpec(Strict):
         "Syncs to engines on other GPUs only",
     )
     delta_fraction: float = Field(
-        default=0.02, gt=0, le=1,
+        default=DEFAULT_DELTA_FRACTION, gt=0, le=1,
         description="delta: share of the bytes that changed per sync (assumed 2%; the sources report 1-3% in bf16 "
         "RL runs)",
     )
@@ -225,13 +228,14 @@ class WeightSyncSpec(Strict):
     @model_validator(mode="after")
     def _knobs_of_the_path(self) -> WeightSyncSpec:
         problems = []
-        if "delta_fraction" in self.model_fields_set and not self.delta:
+        # A field at its default is harmless (a resolved dump writes every field); one set to something else is not.
+        if self.delta_fraction != DEFAULT_DELTA_FRACTION and not self.delta:
             problems.append("delta_fraction is read only with delta: true")
         if self.per_tensor_ms is not None and not self.path.startswith("per-tensor"):
             problems.append(f"per_tensor_ms is read only by the per-tensor paths (path is {self.path})")
         if self.host_gb_per_s is not None and self.path != "staged":
             problems.append(f"host_gb_per_s is read only by path: staged (path is {self.path})")
-        if "bucket_mb" in self.model_fields_set and self.path.startswith("per-tensor"):
+        if self.bucket_mb != DEFAULT_BUCKET_MB and self.path.startswith("per-tensor"):
             problems.append(f"bucket_mb is not read by path {self.path} (one call per tensor, no buckets)")
         if problems:
             raise ValueError("; ".join(problems))
