@@ -47,7 +47,7 @@ PER_TENSOR_S = {"per-tensor-rpc": 38e-3, "per-tensor-nccl": 1.65e-3}
 # 200 Gb/s = 25 GB/s NIC per GPU), 2 GB buckets, one trainer node -> one rollout node, 10.7-11 GB/s from one
 # sender: 11 / 25 (verl PR #7291, commit 8de5fb446). Fitted to that publication (provenance.FITTED).
 ONE_SENDER_NIC_SHARE = 0.44
-# The same runs with every trainer GPU sending its share: 30-32 GB/s from 4 GPUs' NICs (4 x 25 GB/s): 31 / 100.
+# The same runs with the 4 GPUs of the trainer node sending (multi_sender): 30-32 GB/s from 4 x 25 GB/s: 31 / 100.
 ALL_SENDERS_NIC_SHARE = 0.31
 # Changed bytes per sync under delta sync: the sources report 1-3% per sync in bf16 RL runs (verl sharded delta
 # sync, slime); 2% assumed. Settle with the changed-byte count of one sync in the run in question.
