@@ -251,8 +251,12 @@ def test_bounds_are_scored_pass_fail(tables):
     table, found = tables
     bounds = found[found["name"].str.contains("weight sync|#2751|ROLL", regex=True)]
     assert len(bounds) == 3
-    # ROLL's rollout share is a known miss today (tests/test_agentic.py holds it as a strict xfail).
-    assert bounds[~bounds["name"].str.startswith("ROLL")]["passed"].all()
+    # Known misses today: ROLL's rollout share (tests/test_agentic.py holds it as a strict xfail), and verl's
+    # one-step-off 7B sync, "mostly under 300 ms" (15 GB at 50 GB/s or more: more than one sender's share of a NIC
+    # in verl's own GH200 measurements; docs/validation.md, "Current figures").
+    assert bounds[bounds["name"].str.contains("#2751")]["passed"].all()
+    sync = bounds[bounds["name"].str.contains("weight sync")]
+    assert not sync["passed"].any() and (sync["simulated"].astype(float) < 1.0).all()
     assert found["passed"].map(lambda v: v in (True, False)).all()
     # "Roughly a third" idle (HybridFlow) is a bound too: scored pass/fail, never a point error.
     idle = found[found["name"].str.startswith("HybridFlow GPU idle")]
