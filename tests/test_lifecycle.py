@@ -76,7 +76,7 @@ CASES = {
 # subclassed the fully-async schedule and overrode its private hooks (commit 176b466), which the composed
 # schedules matched; re-recorded, like tests/golden, whenever results move on purpose (since: agentic samples
 # scored, profiles refitted to operators, the rule-reward queue priced in one event per sample, engine host work
-# per step).
+# per step, the weight-sync paths).
 BEFORE = {
     "roll-agentic": "e1199dc6c25270d0",
     "roll-single": "802c6a04ccd57fef",

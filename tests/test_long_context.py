@@ -25,7 +25,6 @@ from rlsim.sim.costs.transition import (
     fsdp_gather_time,
     to_generate,
     to_train,
-    weight_tensor_count,
 )
 from rlsim.sim.hardware import load_profile
 from rlsim.sim.model_shapes import ModelShape, resolve_preset
@@ -199,7 +198,7 @@ def test_graph_recapture_only_for_engines_without_sleep_mode():
     assert old.graphs == pytest.approx(35 * 28 * 4e-3)
     assert to_generate(_setup(QWEN7B, 2, engine_kind="vllm-0.6", cuda_graphs=False)).graphs == 0.0
     assert to_generate(_setup(QWEN7B, 2, sleep_level=2)).wake == pytest.approx(30e9 / 100e9)
-    assert weight_tensor_count(QWEN7B) == 28 * 12 + 3
+    assert QWEN7B.weight_tensors == 28 * 12 + 3
 
 
 def test_transition_parts_reach_the_step_row():

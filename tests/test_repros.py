@@ -233,7 +233,7 @@ def test_09_a_bad_hardware_profile_is_worded_like_every_field(tmp_path):
 
 @pytest.mark.parametrize("override, where", [
     (None, "cluster.pools.gen.nic_gbit_per_s: must be >= 0.1, got 5e-324"),
-    ("schedule.weight_sync_bucket_mb=5.0e-324", "schedule.weight_sync_bucket_mb: must be >= 0.001"),
+    ("schedule.weight_sync.bucket_mb=5.0e-324", "schedule.weight_sync.bucket_mb: must be >= 0.001"),
     ("models.qwen.kv_bytes=5.0e-324", "models.qwen.kv_bytes: must be >= 0.125"),
     ("cluster.pools.train.profile_overrides={train_mfu: 1.0e-300}", "profile_overrides.train_mfu: 1e-300 is too small"),
     ("algorithm.rule_reward_s_per_sample=5.0e-324", "algorithm.rule_reward_s_per_sample: 4.94066e-324 is too small"),

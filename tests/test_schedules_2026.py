@@ -70,7 +70,7 @@ def test_verl_import_maps_rollout_log_probs_for_the_synchronous_trainer():
 def test_lora_sync_moves_the_adapter_bytes_only():
     """One-step-off (an NCCL broadcast each step): the sync moves r x (d_in + d_out) per adapted module."""
     from rlsim.sim.costs.lora import adapter_bytes
-    from rlsim.sim.costs.resharding import weight_broadcast_time
+    from rlsim.sim.costs.weight_sync import SyncSetup, sync_time
     from rlsim.sim.engine.fleet import role_hardware
 
     path = "scenarios/async/verl-dapo-7b-h20-one-step-off.yaml"
@@ -87,9 +87,9 @@ def test_lora_sync_moves_the_adapter_bytes_only():
     assert adapter < 0.03 * model.weight_bytes_total and "weight_sync/bytes" not in full.steps.columns
     # The broadcast takes what moving those bytes takes, far less than moving the full weights.
     hw_a, hw_r = role_hardware(scn, scn.roles["actor"]), role_hardware(scn, scn.roles["rollout"])
-    expect = weight_broadcast_time(adapter, min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s), scn.role_gpus("rollout"),
-                                   max(hw_a.collective_latency_s, hw_r.collective_latency_s),
-                                   scn.schedule.weight_sync_bucket_mb * 1e6)
+    gpus = scn.role_gpus("actor")
+    expect = sync_time(SyncSetup(adapter, model.layers * 2 * 7, hw_a, hw_r, scn.role_gpus("rollout"),
+                                 scn.roles["rollout"].parallel.tp, gpus, -(-gpus // 6)))
     assert lora.steps["timing_s/sync_rollout_weights"].to_numpy() == pytest.approx(expect, rel=1e-9)
     assert (lora.steps["timing_s/sync_rollout_weights"] < 0.05 * full.steps["timing_s/sync_rollout_weights"]).all()
 

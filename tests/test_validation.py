@@ -102,9 +102,9 @@ def _rows(*specs):
 def test_scope_comes_from_the_publication_or_the_row_and_is_counted_apart():
     free = [k for k in PUBLICATIONS if k not in fitted_sources() and k not in SETUP_FEATURES]
     table = score(_rows(("in", free[0], 1.1, None), ("vision", "verl-issue-7203", 5.0, None),
-                        ("own", free[1], 3.0, "sharded-weight-transfer")))
+                        ("own", free[1], 3.0, "vision")))
     assert list(table["status"]) == ["predicted"] * 3  # scope does not change the status: it sets rows apart
-    assert list(table["scope"]) == ["", "vision", "sharded-weight-transfer"]
+    assert list(table["scope"]) == ["", "vision", "vision"]
     s = summary(table)
     assert (s["predicted"], s["out_of_scope"]) == (1, 2)
     assert s["median_abs_error_pct"] == pytest.approx(10.0) and s["max_abs_error_pct"] == pytest.approx(10.0)
@@ -201,16 +201,17 @@ def test_no_row_of_a_fitted_publication_is_predicted(tables):
 
 
 @pytest.mark.slow
-def test_out_of_scope_rows_are_the_multimodal_run_and_the_checkpoint_engine(tables):
+def test_out_of_scope_rows_are_the_multimodal_run_only(tables):
     table, _ = tables
     outside = table[table["scope"] != ""]
     assert (outside[outside["source"] == "verl-issue-7203"]["scope"] == "vision").all()
     assert len(outside[outside["source"] == "verl-issue-7203"]) == len(table[table["source"] == "verl-issue-7203"])
+    # The checkpoint engine's columns (one tensor per call, and buckets) are modelled sync paths: predicted, in scope.
     ckpt = table[table["source"] == "verl-checkpoint-engine"]
-    assert (ckpt["scope"] == ckpt["name"].str.contains(", on").map({True: "sharded-weight-transfer", False: ""})).all()
+    assert len(ckpt) == 9 and (ckpt["scope"] == "").all() and (ckpt["status"] == "predicted").all()
     # verl #1208 is badly predicted, not outside the scope: it stays in the predicted figures.
     assert (table[table["source"] == "verl-issue-1208"]["scope"] == "").all()
-    assert summary(table)["out_of_scope"] == len(outside) == 15
+    assert summary(table)["out_of_scope"] == len(outside) == 9
 
 
 @pytest.mark.slow
@@ -226,8 +227,8 @@ def test_at_least_40_predicted_rows(tables):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="measured median |error| 18.9% and max 350.2% over the 40 predicted rows "
-                   "(verl #1208 forward passes 3x too slow, verl PR #116 3B sync, the checkpoint-engine syncs, "
+@pytest.mark.xfail(strict=True, reason="measured median |error| 24.3% and max 3428.5% over the 46 predicted rows "
+                   "(the checkpoint engine's 7B syncs, run inside one node, verl #1208 forward passes 3x too slow, "
                    "AReaL's synchronous eta=0 throughput): the cost-model work is meant to close these")
 def test_median_and_max_error_meet_the_targets(tables):
     table, _ = tables
@@ -250,8 +251,12 @@ def test_bounds_are_scored_pass_fail(tables):
     table, found = tables
     bounds = found[found["name"].str.contains("weight sync|#2751|ROLL", regex=True)]
     assert len(bounds) == 3
-    # ROLL's rollout share is a known miss today (tests/test_agentic.py holds it as a strict xfail).
-    assert bounds[~bounds["name"].str.startswith("ROLL")]["passed"].all()
+    # Known misses today: ROLL's rollout share (tests/test_agentic.py holds it as a strict xfail), and verl's
+    # one-step-off 7B sync, "mostly under 300 ms" (15 GB at 50 GB/s or more: more than one sender's share of a NIC
+    # in verl's own GH200 measurements; docs/validation.md, "Current figures").
+    assert bounds[bounds["name"].str.contains("#2751")]["passed"].all()
+    sync = bounds[bounds["name"].str.contains("weight sync")]
+    assert not sync["passed"].any() and (sync["simulated"].astype(float) < 1.0).all()
     assert found["passed"].map(lambda v: v in (True, False)).all()
     # "Roughly a third" idle (HybridFlow) is a bound too: scored pass/fail, never a point error.
     idle = found[found["name"].str.startswith("HybridFlow GPU idle")]

@@ -86,7 +86,9 @@ _WHERE = {
     "reshard_bytes_per_gpu": "rlsim.sim.costs.resharding",
     "reshard_redundant_bytes_per_gpu": "rlsim.sim.costs.resharding",
     "reshard_time": "rlsim.sim.costs.resharding",
-    "weight_broadcast_time": "rlsim.sim.costs.resharding",
+    "SyncSetup": "rlsim.sim.costs.weight_sync",
+    "sync_parts": "rlsim.sim.costs.weight_sync",
+    "sync_time": "rlsim.sim.costs.weight_sync",
     "train_pass_time": "rlsim.sim.costs.training",
     "training_flops": "rlsim.sim.costs.training",
     # results

@@ -12,7 +12,7 @@ from functools import cached_property
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Sizes derived from the shape, computed once per instance: cost functions ask for them on every call.
-_DERIVED = ("d_head", "params", "active_params", "weight_bytes_total", "kv_bytes_per_token")
+_DERIVED = ("d_head", "params", "active_params", "weight_bytes_total", "kv_bytes_per_token", "weight_tensors")
 
 
 class ModelShape(BaseModel):
@@ -33,6 +33,10 @@ class ModelShape(BaseModel):
     experts_per_token: int = Field(default=0, ge=0)
     weight_bytes: float = Field(default=2.0, ge=0.125, le=8, description="Bytes per weight: 2 bf16, 1 fp8")
     kv_bytes: float = Field(default=2.0, ge=0.125, le=8, description="Bytes per KV-cache element (1 bit .. fp64)")
+    attention_bias: bool = Field(
+        default=False, description="q, k and v projections carry biases (Qwen2 / Qwen2.5): 3 more tensors per layer"
+    )
+    qk_norm: bool = Field(default=False, description="Per-head RMSNorm of q and k (Qwen3): 2 more tensors per layer")
 
     def model_copy(self, *, update=None, deep: bool = False):
         """As pydantic's, without the derived sizes cached on this instance (an update may change them)."""
@@ -84,6 +88,18 @@ class ModelShape(BaseModel):
         return self.params * self.weight_bytes
 
     @cached_property
+    def weight_tensors(self) -> int:
+        """Named weight tensors of the checkpoint: what a sync that sends one tensor per call pays for.
+
+        Per layer: q, k, v, o, two norms, (q/k/v biases), (q/k norms), then the MLP: gate, up and down, or for an
+        MoE the router plus gate, up and down of every expert. Plus the embedding, the final norm and the LM head
+        (unless tied). Biases and q/k norms are not counted in `params` (under 0.1% of the weights).
+        """
+        attention = 4 + 2 + (3 if self.attention_bias else 0) + (2 if self.qk_norm else 0)
+        mlp = 1 + 3 * self.num_experts if self.num_experts else 3
+        return self.layers * (attention + mlp) + 2 + (0 if self.tied_embeddings else 1)
+
+    @cached_property
     def kv_bytes_per_token(self) -> float:
         """2 (K and V) x layers x kv_heads x head_dim x bytes (docs/sources.md, Design notes)."""
         return 2.0 * self.layers * self.kv_heads * self.d_head * self.kv_bytes
@@ -101,20 +117,27 @@ PRESETS: dict[str, dict] = {
     "llama-2-70b": _p(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000),
     "llama-3-8b": _p(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256),
     "llama-3-70b": _p(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256),
-    "qwen2.5-0.5b": _p(layers=24, hidden=896, heads=14, kv_heads=2, ffn=4864, vocab=151936, tied_embeddings=True),
-    "qwen2.5-1.5b": _p(layers=28, hidden=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936, tied_embeddings=True),
-    "qwen2.5-3b": _p(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936, tied_embeddings=True),
-    "qwen2.5-7b": _p(layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064),
-    "qwen2.5-14b": _p(layers=48, hidden=5120, heads=40, kv_heads=8, ffn=13824, vocab=152064),
-    "qwen2.5-32b": _p(layers=64, hidden=5120, heads=40, kv_heads=8, ffn=27648, vocab=152064),
-    "qwen2.5-72b": _p(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=29568, vocab=152064),
+    "qwen2.5-0.5b": _p(layers=24, hidden=896, heads=14, kv_heads=2, ffn=4864, vocab=151936,
+                         tied_embeddings=True, attention_bias=True),
+    "qwen2.5-1.5b": _p(layers=28, hidden=1536, heads=12, kv_heads=2, ffn=8960, vocab=151936,
+                         tied_embeddings=True, attention_bias=True),
+    "qwen2.5-3b": _p(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936,
+                         tied_embeddings=True, attention_bias=True),
+    "qwen2.5-7b": _p(layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064,
+                        attention_bias=True),
+    "qwen2.5-14b": _p(layers=48, hidden=5120, heads=40, kv_heads=8, ffn=13824, vocab=152064,
+                        attention_bias=True),
+    "qwen2.5-32b": _p(layers=64, hidden=5120, heads=40, kv_heads=8, ffn=27648, vocab=152064,
+                        attention_bias=True),
+    "qwen2.5-72b": _p(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=29568, vocab=152064,
+                        attention_bias=True),
     "qwen3-30b-a3b": _p(
         layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=768, vocab=151936,
-        num_experts=128, experts_per_token=8,
+        num_experts=128, experts_per_token=8, qk_norm=True,
     ),
     "qwen3-235b-a22b": _p(
         layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn=1536, vocab=151936,
-        num_experts=128, experts_per_token=8,
+        num_experts=128, experts_per_token=8, qk_norm=True,
     ),
 }
 # Same architectures under the names the RL papers use.

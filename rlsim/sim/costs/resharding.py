@@ -1,4 +1,6 @@
-"""Moving actor weights into the generation layout: colocated reshard and disaggregated broadcast.
+"""Moving actor weights into the generation layout on the same GPUs: the colocated reshard.
+
+A sync to engines on other GPUs is costs/weight_sync.py.
 
 HybridFlow (EuroSys'25) Table 2 gives the per-GPU communication volume of the train->generate
 transition for a model of M bytes trained with t-p-d (tensor, pipeline, data) parallelism and
@@ -20,9 +22,7 @@ model keeps Table 2.
 
 from __future__ import annotations
 
-import math
-
-from rlsim.sim.costs.collectives import allgather_time, broadcast_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.costs.collectives import allgather_time, ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.hardware import HardwareProfile
 
@@ -140,21 +140,3 @@ def expert_reshard_time(
         return 0.0
     bw = ring_bandwidth_bytes_per_s(hw, group, gpus_per_node)
     return allgather_time(volume * group / (group - 1), group, bw, hw.collective_latency_s)
-
-
-def weight_broadcast_time(
-    model_bytes: float,
-    bandwidth_bytes_per_s: float,
-    receivers: int,
-    latency_s: float,
-    bucket_bytes: float = 2048e6,
-) -> float:
-    """Disaggregated sync: the trainer broadcasts every weight (M bytes) to each rollout GPU over the NICs.
-
-    NCCL pipelines a broadcast along a ring/tree, so each bucket costs about one transfer time; a
-    per-bucket latency is added for the bucket hand-offs (verl sends 2048 MB buckets).
-    """
-    if model_bytes <= 0 or receivers <= 0:
-        return 0.0
-    buckets = max(1, math.ceil(model_bytes / bucket_bytes))
-    return broadcast_time(model_bytes, receivers + 1, bandwidth_bytes_per_s, latency_s) + buckets * latency_s

@@ -33,6 +33,7 @@ from rlsim.sim.costs.moe import expert_params
 from rlsim.sim.costs.offload import pcie_transfer_time
 from rlsim.sim.costs.quantisation import quantise_time
 from rlsim.sim.costs.resharding import expert_reshard_time, reshard_time
+from rlsim.sim.costs.weight_sync import colocated_extra_time
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -40,8 +41,6 @@ from rlsim.sim.model_shapes import ModelShape
 # stacked-parameter dispatch, copy_ launch). Assumed 50 us; settle by timing `model.load_weights` on a
 # warm engine for two model sizes.
 LOAD_PER_TENSOR_S = 50e-6
-# Weight tensors per decoder layer in HF checkpoints: q, k, v, o, gate, up, down, two norms, q/k/v biases.
-TENSORS_PER_LAYER = 12
 # CUDA virtual-memory mapping rate of the KV pool on wake-up (cuMemCreate + cuMemMap + cuMemSetAccess).
 # Assumed 100 GB/s; settle by timing vLLM's `wake_up(tags=["kv_cache"])` at two pool sizes.
 KV_MAP_BYTES_PER_S = 100e9
@@ -74,26 +73,20 @@ class TransitionParts:
         return asdict(self).items()
 
 
-def weight_tensor_count(model: ModelShape) -> int:
-    """Named weight tensors of the model (per layer, plus embedding, final norm and lm_head)."""
-    return model.layers * TENSORS_PER_LAYER + 3
-
-
 def fsdp_gather_time(model: ModelShape, hw: HardwareProfile, dp: int, gpus_per_node: int) -> float:
     """FSDP: each rank all-gathers every parameter from its dp peers, one collective per tensor."""
     if dp <= 1:
         return 0.0
     volume = (dp - 1) / dp * model.weight_bytes_total
     bw = ring_bandwidth_bytes_per_s(hw, dp, gpus_per_node)
-    return volume / bw + weight_tensor_count(model) * hw.collective_latency_s * (dp - 1)
+    return volume / bw + model.weight_tensors * hw.collective_latency_s * (dp - 1)
 
 
 def engine_load_time(model: ModelShape, hw: HardwareProfile, gen_tp: int, convert_layout: bool) -> float:
     """Copy the engine's TP shard into its parameters (read + write), per-tensor host cost on top."""
     shard = model.weight_bytes_total / gen_tp
     copies = 2 if convert_layout else 1
-    return copies * 2.0 * shard / (hw.hbm_bytes_per_s * ELEMENTWISE_HBM_ETA) + weight_tensor_count(
-        model) * LOAD_PER_TENSOR_S
+    return copies * 2.0 * shard / (hw.hbm_bytes_per_s * ELEMENTWISE_HBM_ETA) + model.weight_tensors * LOAD_PER_TENSOR_S
 
 
 def capture_sizes(max_num_seqs: int) -> int:
@@ -134,6 +127,10 @@ class TransitionSetup:
     train_ep: int = 1  # expert parallelism of the actor and of the engines (costs/moe.py)
     gen_ep: int = 1
     engine: ModelShape | None = None  # the engines' copy when it differs from the trained model (quantised)
+    sync_path: str = "bucketed"  # costs/weight_sync.py: a per-tensor path or host staging adds to `load`
+    tensors: int | None = None  # weight tensors moved (None: the model's)
+    per_tensor_s: float | None = None
+    host_bytes_per_s: float | None = None
 
 
 def megatron_gather_time(s: TransitionSetup) -> float:
@@ -159,7 +156,9 @@ def to_generate(s: TransitionSetup, offload_s: float = 0.0) -> TransitionParts:
         gather = fsdp_gather_time(moved, s.hw, s.train_dp, s.gpus_per_node)
     else:
         gather = megatron_gather_time(s)
-    load = engine_load_time(moved, s.hw, s.gen_tp, convert_layout=s.sharding != "fsdp")
+    load = engine_load_time(moved, s.hw, s.gen_tp, convert_layout=s.sharding != "fsdp") + colocated_extra_time(
+        s.sync_path, s.tensors if s.tensors is not None else moved.weight_tensors, moved.weight_bytes_total / s.gen_tp,
+        s.hw, s.per_tensor_s, s.host_bytes_per_s)
     if s.engine is not None and s.synced is None:  # a quantising load: each GPU quantises its engine shard
         load += quantise_time(s.model, s.engine.weight_bytes, s.hw, s.gen_tp)
     graphs = graph_capture_time(s.model, s.max_num_seqs) if (

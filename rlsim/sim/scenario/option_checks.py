@@ -1,4 +1,4 @@
-"""Problems of the schedule options that depend on the roles (tail re-sharding, lending, re-splitting)."""
+"""Problems of the schedule options that depend on the roles (tail re-sharding, lending, re-splitting, weight sync)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,14 @@ def schedule_option_problems(scn: Scenario) -> list[Problem]:
             problems.append(Problem("schedule.resplit", f"re-splitting moves the actor's GPUs into generation "
                                     f"while {', '.join(shared)} would run on them: give those roles GPUs of "
                                     "their own"))
+    sync = getattr(spec, "weight_sync", None)
+    if sync is not None and scn.roles_share_gpus("rollout", "actor"):
+        # Colocated, the weights reach the engines in place (costs/transition.py): nothing crosses the network.
+        for key, set_ in (("senders", sync.senders != "one"), ("delta", sync.delta)):
+            if set_:
+                problems.append(Problem(f"schedule.weight_sync.{key}", "the rollout shares the actor's GPUs, so the "
+                                        "weights never cross the network: senders and delta apply to syncs to "
+                                        "engines on other GPUs"))
     return problems
 
 

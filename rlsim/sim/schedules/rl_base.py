@@ -13,11 +13,11 @@ import numpy as np
 
 from rlsim.sim.costs.offload import offload_time
 from rlsim.sim.costs.quantisation import quantise_time
-from rlsim.sim.costs.resharding import weight_broadcast_time
 from rlsim.sim.costs.training import forward_pass_time, train_pass_time
 from rlsim.sim.costs.transition import TransitionSetup
 from rlsim.sim.costs.transition import to_generate as transition_to_generate
 from rlsim.sim.costs.transition import to_train as transition_to_train
+from rlsim.sim.costs.weight_sync import SyncSetup, sync_parts
 from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
@@ -118,6 +118,7 @@ class RLSchedule(Schedule):
         served = eng.shape(model)  # the engines' copy: quantised weights / KV (costs/quantisation.py)
         kv = eng.kv_capacity(served, hw, gen_tp)
         sched = scn.schedule
+        sync = sched.weight_sync
         return TransitionSetup(
             model=model, hw=hw, sharding=actor.train.sharding, train_tp=train.tp,
             train_pp=train.pp, train_dp=self.dp_size("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
@@ -127,6 +128,9 @@ class RLSchedule(Schedule):
             synced=None if self.lora is None else adapter_view(model, self.lora),
             train_ep=train.ep, gen_ep=gen.ep,
             engine=None if served is model else served,
+            sync_path=sync.path, tensors=self.synced_tensors(),
+            per_tensor_s=None if sync.per_tensor_ms is None else sync.per_tensor_ms * 1e-3,
+            host_bytes_per_s=None if sync.host_gb_per_s is None else sync.host_gb_per_s * 1e9,
         )
 
     def transition_parts(self, to_generate: bool):
@@ -157,17 +161,28 @@ class RLSchedule(Schedule):
         )
 
     def weight_sync_time(self) -> float:
-        """Disaggregated actor and rollout: bucketed NCCL broadcast of all weights over the NICs."""
+        """Actor and rollout on different GPUs: the sync path of schedule.weight_sync (costs/weight_sync.py)."""
         scn = self.scenario
-        actor, rollout = self._role("actor"), self._role("rollout")
-        hw_a, hw_r = role_hardware(scn, actor), role_hardware(scn, rollout)
+        actor = self._role("actor")
         if self.lora is not None and self.lora.sync == "store":
             return store_sync_time(scn.models[actor.model], self.lora)
-        bw = min(hw_a.nic_bytes_per_s, hw_r.nic_bytes_per_s)
-        return weight_broadcast_time(
-            self.sync_bytes(), bw, scn.role_gpus("rollout"),
-            max(hw_a.collective_latency_s, hw_r.collective_latency_s), scn.schedule.weight_sync_bucket_mb * 1e6,
-        ) + self.sync_quantise_time()
+        return sync_parts(self.sync_setup()).total + self.sync_quantise_time()
+
+    def sync_setup(self) -> SyncSetup:
+        """What decides a disaggregated weight sync: the bytes and tensors, both sides' GPUs, and the path."""
+        scn = self.scenario
+        actor, rollout = self._role("actor"), self._role("rollout")
+        spec = scn.schedule.weight_sync
+        trainer_gpus = scn.role_gpus("actor")
+        return SyncSetup(
+            weight_bytes=self.sync_bytes(), tensors=self.synced_tensors(), sender=role_hardware(scn, actor),
+            receiver=role_hardware(scn, rollout), receivers=scn.role_gpus("rollout"), receiver_tp=rollout.parallel.tp,
+            trainer_gpus=trainer_gpus, trainer_nodes=-(-trainer_gpus // self._gpn("actor")), path=spec.path,
+            senders=spec.senders, bucket_bytes=spec.bucket_bytes, delta_fraction=spec.changed_fraction,
+            per_tensor_s=None if spec.per_tensor_ms is None else spec.per_tensor_ms * 1e-3,
+            host_bytes_per_s=None if spec.host_gb_per_s is None else spec.host_gb_per_s * 1e9,
+            element_bytes=scn.models[actor.model].weight_bytes, sender_node_gpus=self._gpn("actor"),
+        )
 
     def _served_model(self):
         """The actor's model as the rollout engines hold it (quantised weights / KV, or the model itself)."""
@@ -181,6 +196,13 @@ class RLSchedule(Schedule):
             return 0.0
         return quantise_time(model, served.weight_bytes, role_hardware(self.scenario, self._role("actor")),
                              self.scenario.layout("actor").replica_gpus)
+
+    def synced_tensors(self) -> int:
+        """Weight tensors one sync sends: the model's, or the adapter's two per adapted module and layer."""
+        model = self.scenario.models[self._role("actor").model]
+        if self.lora is None:
+            return model.weight_tensors
+        return model.layers * 2 * (7 if self.lora.targets == "all-linear" else 4)
 
     def sync_bytes(self) -> float:
         """Bytes one weight sync moves: every weight (in the engines' format), or the LoRA adapter only."""

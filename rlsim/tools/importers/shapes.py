@@ -57,6 +57,10 @@ def shape_from_hf_config(path: Path) -> dict[str, Any]:
     if isinstance(cfg.get("head_dim"), int):
         shape["head_dim"] = cfg["head_dim"]
     shape["tied_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
+    # Tensors a per-tensor weight sync sends: Qwen2's q/k/v biases (its config has no flag), Qwen3's q/k norms.
+    family = str(cfg.get("model_type", ""))
+    shape["attention_bias"] = bool(cfg.get("attention_bias", family.startswith("qwen2")))
+    shape["qk_norm"] = family.startswith("qwen3")
     if experts:
         shape["num_experts"] = experts
         shape["experts_per_token"] = cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or 1

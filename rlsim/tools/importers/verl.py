@@ -18,6 +18,7 @@ from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
 from rlsim.tools.importers.verl_rollout_modes import rollout_modes
 from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule, v1_sync_step
+from rlsim.tools.importers.weight_sync import weight_sync_from_knobs
 
 A = "actor_rollout_ref.actor"
 R = "actor_rollout_ref.rollout"
@@ -315,11 +316,32 @@ def _lora(ledger: Ledger, schedule: dict[str, Any]) -> None:
     schedule["lora"] = {"rank": rank, "targets": "all-linear" if mlp else "attention"}
 
 
+def _weight_sync(ledger: Ledger, schedule: dict[str, Any], disaggregated: bool) -> None:
+    """actor_rollout_ref.rollout.checkpoint_engine -> schedule.weight_sync: the backend's path, its bucket size, and
+    the NCCL engine's multi_sender (verl 0.9.1 default true: rank 0's node-local peers relay, `senders: all`)."""
+    ce = f"{R}.checkpoint_engine"
+    bucket = ledger.use(f"{ce}.update_weights_bucket_megabytes", "schedule.weight_sync.bucket_mb")
+    backend = ledger.use(f"{ce}.backend", "schedule.weight_sync.path")
+    senders = None
+    if backend in ("nccl", "delta_sharded") and disaggregated:
+        multi = ledger.flag(f"{ce}.engine_kwargs.nccl.multi_sender", "schedule.weight_sync.senders", default=True)
+        senders = "all" if multi and backend == "nccl" else None
+    ledger.ignore(f"{ce}.custom_backend_module", "a custom checkpoint-engine backend: rlsim prices the path named by "
+                  "backend (describe yours with --set schedule.weight_sync...)")
+    ledger.ignore(f"{ce}.engine_kwargs", "backend options that do not change the path (devices, dtypes, groups)")
+    try:
+        sync = weight_sync_from_knobs(transport=backend, bucket_mb=bucket, senders=senders)
+    except ValueError as exc:
+        ledger.error(f"{ce}.backend" if backend is not None else f"{ce}.update_weights_bucket_megabytes", str(exc))
+        return
+    if sync:
+        schedule["weight_sync"] = sync
+
+
 def _schedule(ledger: Ledger, kind: str, engines: int) -> dict[str, Any]:
     schedule: dict[str, Any] = {"kind": kind}
-    bucket = ledger.use(f"{R}.checkpoint_engine.update_weights_bucket_megabytes", "schedule.weight_sync_bucket_mb")
-    if bucket is not None:
-        schedule["weight_sync_bucket_mb"] = bucket
+    colocated = kind == "hybridflow" or (kind == "verl-v1" and v1_mode(ledger) == "colocate_async")
+    _weight_sync(ledger, schedule, disaggregated=not colocated)
     _rollout_logprobs(ledger, schedule)
     _lora(ledger, schedule)
     if kind == "hybridflow":

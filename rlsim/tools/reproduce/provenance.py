@@ -43,6 +43,9 @@ PUBLICATIONS: dict[str, str] = {
     "verl-issue-2751": "verl issue #2751, flat generation time 4-16 nodes (§9)",
     "roll-flash": "ROLL Flash introduction, rollout share (§8)",
     "verl-checkpoint-engine": "verl checkpoint-engine weight sync, off vs on (§4)",
+    "verl-pr7291": "verl PR #7291 (commit 8de5fb446), multi-sender NCCL checkpoint engine on GH200 (§4)",
+    "sglang-pr13824": "SGLang PR #13824, Qwen3-Next-80B sync one tensor at a time vs bucketed (§4)",
+    "awesome-ml-sys-169": "zhaochenyang20/Awesome-ML-SYS-Tutorial #169, per-tensor RPC sync of a 16B MoE (§4)",
 }
 
 # Features of a publication's setup that rlsim states it does not model (docs/validation.md, "Outside the
@@ -50,8 +53,6 @@ PUBLICATIONS: dict[str, str] = {
 # read from the publication's description of its setup, never chosen from a row's error.
 UNMODELLED: dict[str, str] = {
     "vision": "multimodal run: rlsim models no vision encoder and no image tokens",
-    "sharded-weight-transfer": "weights moved shard to shard (checkpoint engine, RDMA point-to-point); rlsim's "
-                               "disaggregated sync broadcasts every weight to every rollout GPU",
 }
 # Unmodelled features of every row of a publication (a row may name its own, for one column of a table).
 SETUP_FEATURES: dict[str, tuple[str, ...]] = {
@@ -161,6 +162,12 @@ FITTED: tuple[FittedConstant, ...] = (
                    ("verl-one-step-off",), "the rest of the published sync step as CPU reward work"),
     FittedConstant("scenarios/async/verl-dapo-7b-h20-sync-megatron.yaml", "schedule.switch_overhead_s",
                    ("verl-one-step-off",), "published gen - gen_seq"),
+    FittedConstant("rlsim/sim/costs/weight_sync.py", "ONE_SENDER_NIC_SHARE", ("verl-pr7291",),
+                   "11 GB/s from one sender through a 25 GB/s NIC (GH200, 2 GB buckets)"),
+    FittedConstant("rlsim/sim/costs/weight_sync.py", "ALL_SENDERS_NIC_SHARE", ("verl-pr7291",),
+                   "30-32 GB/s from the 4 GPUs of one GH200 node, 25 GB/s NIC each"),
+    FittedConstant("rlsim/sim/costs/weight_sync.py", "PER_TENSOR_S", ("sglang-pr13824", "awesome-ml-sys-169"),
+                   "per-tensor-nccl: (130 - 7) s / 74.5k tensors; per-tensor-rpc: 200 s / 5.3k tensors"),
 )
 
 

@@ -1,9 +1,9 @@
 """The cost of moving weights from training to generation, and the complexity each strategy buys.
 
 - `transition-cost` (F2): per-step train->generate transition time for 3D-HybridEngine,
-  HybridFlow-V and naive (DeepSpeed-Chat) resharding on colocated GPUs, and a NIC broadcast to a
-  disaggregated rollout pool, for Llama 7B-70B on 16-128 A100s (HybridFlow's testbed, docs/sources.md
-  sections 4-5). Pure cost functions: no simulation needed.
+  HybridFlow-V and naive (DeepSpeed-Chat) resharding on colocated GPUs, and a bucketed NIC broadcast from
+  one sender to a disaggregated rollout pool (costs/weight_sync.py), for Llama 7B-70B on 16-128 A100s
+  (HybridFlow's testbed, docs/sources.md sections 4-5). Pure cost functions: no simulation needed.
 - `complexity` (F9): per strategy, the weight copies each GPU holds, the bytes moved per step to
   refresh the rollout weights, and the memory headroom the extra copies take.
 """
@@ -16,12 +16,13 @@ import pandas as pd
 
 from rlsim.sim.api import (
     ModelShape,
+    SyncSetup,
     load_profile,
     reshard_bytes_per_gpu,
     reshard_redundant_bytes_per_gpu,
     reshard_time,
     resolve_preset,
-    weight_broadcast_time,
+    sync_time,
 )
 from rlsim.tools.report.style import legend_outside, save_figure
 
@@ -49,7 +50,7 @@ def transition_table() -> pd.DataFrame:
             rows.append({
                 "model": f"llama-{name}", "gpus": gpus, "method": "disaggregated-broadcast",
                 "bytes_per_gpu": m,
-                "seconds": weight_broadcast_time(m, hw.nic_bytes_per_s, half, hw.collective_latency_s),
+                "seconds": sync_time(SyncSetup(m, model.weight_tensors, hw, hw, half, gen_tp, half, half // 8)),
             })
     return pd.DataFrame(rows)
 

@@ -81,26 +81,28 @@ VERL_PR116_NCCL = (("Qwen2.5-3B", 1.02), ("Qwen2.5-7B", 0.79), ("Llama-3-8B", 0.
 def verl_pr116_rows() -> list[dict]:
     """NCCL weight sync between a trainer process and a TP4 vLLM engine on one 8x L20 node.
 
-    rlsim's disaggregated sync (rlsim/sim/costs/resharding.py weight_broadcast_time, as the schedules
-    use it): a bucketed broadcast of all weights to the 4 engine GPUs. The L20 is taken as the l40s
-    profile (same 48 GB GDDR6 at 864 GB/s and PCIe Gen4 x16, no NVLink; NVIDIA datasheets). The 3B
-    model is Qwen2.5-3B's shape (config.json); the PR's exact 3B/7B models are assumed Qwen2.5.
-    The same-process column is scored by validation_sync.py (the colocated transition's gather + load);
-    the gloo column is not: rlsim has no model of a collective through host memory.
+    verl's sync of that time broadcast one tensor per NCCL call: rlsim's `per-tensor-nccl` path
+    (costs/weight_sync.py, its per-call cost taken from SGLang #13824, not from this PR), from one sender over the
+    node's PCIe (no NVLink). The L20 is taken as the l40s profile (same 48 GB GDDR6 at 864 GB/s and PCIe Gen4 x16,
+    no NVLink; NVIDIA datasheets). The 3B model is Qwen2.5-3B's shape (config.json); the PR's exact 3B/7B models
+    are assumed Qwen2.5. The same-process column is scored by validation_sync.py (the colocated transition's
+    gather + load); the gloo column is not: rlsim has no model of a collective through host memory.
     """
-    from rlsim.sim.api import ModelShape, resolve_preset, weight_broadcast_time
+    from rlsim.sim.api import ModelShape, SyncSetup, resolve_preset, sync_time
 
     hw = load_profile("l40s")
-    shapes = {"Qwen2.5-3B": ModelShape(layers=36, hidden=2048, heads=16, kv_heads=2, ffn=11008, vocab=151936,
-                                       tied_embeddings=True),
+    shapes = {"Qwen2.5-3B": ModelShape(**resolve_preset("qwen2.5-3b")),
               "Qwen2.5-7B": ModelShape(**resolve_preset("qwen2.5-7b")),
               "Llama-3-8B": ModelShape(**resolve_preset("llama-3-8b"))}
-    return [{"name": f"verl PR #116 {name} NCCL weight sync, 8xL20 TP4 (s)", "source": "verl-pr116",
-             "cite": "docs/sources.md §4", "quantity": "absolute", "published": pub,
-             "params_b": round(shapes[name].params / 1e9, 1),
-             "simulated": weight_broadcast_time(shapes[name].weight_bytes_total, hw.pcie_gb_per_s * 1e9, 4,
-                                                hw.collective_latency_s)}
-            for name, pub in VERL_PR116_NCCL]
+    rows = []
+    for name, pub in VERL_PR116_NCCL:
+        m = shapes[name]
+        sync = SyncSetup(m.weight_bytes_total, m.weight_tensors, hw, hw, receivers=4, receiver_tp=4, trainer_gpus=4,
+                         trainer_nodes=1, path="per-tensor-nccl", same_node=True)
+        rows.append({"name": f"verl PR #116 {name} NCCL weight sync, 8xL20 TP4 (s)", "source": "verl-pr116",
+                     "cite": "docs/sources.md §4", "quantity": "absolute", "published": pub,
+                     "params_b": round(m.params / 1e9, 1), "simulated": sync_time(sync)})
+    return rows
 
 
 def infersim_row() -> dict:

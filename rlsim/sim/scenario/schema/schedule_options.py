@@ -4,7 +4,7 @@ A schedule's spec is made only of the option groups its schedule reads, so a kno
 an unknown key there (refused, with a did-you-mean), never a silent no-op:
 
 - TrainingOptions (recompute_logprob, lora): every training schedule
-- WeightSyncOptions (weight_sync_bucket_mb): every training schedule (the broadcast to engines apart)
+- WeightSyncOptions (weight_sync: path, senders, bucket_mb, delta): every training schedule
 - SyncDispatchOptions (dispatch): generation-only, hybridflow, one-step-off (a batch generated at once)
 - HybridSwitchOptions (reshard, switch_overhead_s, engine_sleep_level): hybridflow, verl-v1 (GPUs switch roles)
 - AsyncRolloutOptions (routing): fully-async, roll, verl-v1
@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rlsim.sim.costs.weight_sync import DEFAULT_DELTA_FRACTION
 from rlsim.sim.limits import (  # sane upper bounds, shared with the file readers
     MAX_BUCKET_MB,
     MAX_EPOCHS,
@@ -28,6 +29,8 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.base import Strict
+
+DEFAULT_BUCKET_MB = 2048.0  # verl's update_weights_bucket_megabytes
 
 
 class LoraSpec(Strict):
@@ -181,12 +184,87 @@ class AsyncRolloutOptions(Strict):
     )
 
 
-class WeightSyncOptions(Strict):
-    """How the actor's weights reach rollout engines on other GPUs (rl_base.weight_sync_time)."""
+class WeightSyncSpec(Strict):
+    """Which path a weight sync takes (costs/weight_sync.py; docs/schedules.md, "Weight sync paths")."""
 
-    weight_sync_bucket_mb: float = Field(
-        default=2048, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB, description="Weight-sync bucket size (verl: 2048 MB)"
+    path: Literal["bucketed", "per-tensor-nccl", "per-tensor-rpc", "staged"] = Field(
+        default="bucketed",
+        description="bucketed: tensors flattened into buckets, bytes-bound (verl's checkpoint engine, SGLang "
+        "buckets); per-tensor-nccl: one NCCL call per tensor (1.65 ms each by default); per-tensor-rpc: one RPC "
+        "with serialisation per tensor (38 ms each); staged: bucketed through host memory (device -> host -> "
+        "device over PCIe)",
     )
+    senders: Literal["one", "all"] = Field(
+        default="one",
+        description="one: a single trainer GPU broadcasts every byte (after gathering across trainer nodes); "
+        "all: every trainer GPU sends its share over its own NIC (verl PR #7291's multi-sender broadcast). "
+        "Syncs to engines on other GPUs only",
+    )
+    bucket_mb: float = Field(
+        default=DEFAULT_BUCKET_MB, ge=MIN_BUCKET_MB, le=MAX_BUCKET_MB,
+        description="Bucket size of the bucketed and staged paths, MB (verl update_weights_bucket_megabytes: 2048)",
+    )
+    delta: bool = Field(
+        default=False,
+        description="Send only the bytes that changed since the last sync (verl sharded delta sync, slime delta). "
+        "Syncs to engines on other GPUs only",
+    )
+    delta_fraction: float = Field(
+        default=DEFAULT_DELTA_FRACTION, gt=0, le=1,
+        description="delta: share of the bytes that changed per sync (assumed 2%; the sources report 1-3% in bf16 "
+        "RL runs)",
+    )
+    per_tensor_ms: float | None = Field(
+        default=None, ge=1e-6, le=60_000,
+        description="Per-tensor paths: cost of one call, ms (default 1.65 for per-tensor-nccl, 38 for "
+        "per-tensor-rpc: docs/sources.md §4)",
+    )
+    host_gb_per_s: float | None = Field(
+        default=None, ge=0.001, le=10_000,
+        description="staged: host-memory bounce rate each way, GB/s (default: the GPUs' PCIe; pageable copies are "
+        "far slower)",
+    )
+
+    @model_validator(mode="after")
+    def _knobs_of_the_path(self) -> WeightSyncSpec:
+        problems = []
+        # A field at its default is harmless (a resolved dump writes every field); one set to something else is not.
+        if self.delta_fraction != DEFAULT_DELTA_FRACTION and not self.delta:
+            problems.append("delta_fraction is read only with delta: true")
+        if self.per_tensor_ms is not None and not self.path.startswith("per-tensor"):
+            problems.append(f"per_tensor_ms is read only by the per-tensor paths (path is {self.path})")
+        if self.host_gb_per_s is not None and self.path != "staged":
+            problems.append(f"host_gb_per_s is read only by path: staged (path is {self.path})")
+        if self.bucket_mb != DEFAULT_BUCKET_MB and self.path.startswith("per-tensor"):
+            problems.append(f"bucket_mb is not read by path {self.path} (one call per tensor, no buckets)")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def bucket_bytes(self) -> float:
+        return self.bucket_mb * 1e6
+
+    @property
+    def changed_fraction(self) -> float | None:
+        """Share of the bytes a sync moves under delta sync (None: every byte)."""
+        return self.delta_fraction if self.delta else None
+
+
+class WeightSyncOptions(Strict):
+    """How the actor's weights reach the rollout engines (rl_base.weight_sync_time, costs/weight_sync.py)."""
+
+    weight_sync: WeightSyncSpec = Field(
+        default_factory=WeightSyncSpec,
+        description="The sync path: bucketed / per-tensor / staged, senders, bucket size, delta sync",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_bucket_key(cls, data):
+        if isinstance(data, dict) and "weight_sync_bucket_mb" in data:
+            raise ValueError("weight_sync_bucket_mb moved: write weight_sync: {bucket_mb: ...}")
+        return data
 
 
 class SyncDispatchOptions(Strict):
