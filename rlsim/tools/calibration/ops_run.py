@@ -53,8 +53,8 @@ class OpsResult:
     train_median: float
     train_p90: float
     small_ops_us: float  # per layer at decode sizes (<= 64 tokens), training models' median rows
-    moe_lines: tuple[str, ...] = ()
-    small_ops_eta_mem: float | None = None  # the layer's memory-bound operators' HBM share at training sizes  # the grouped-GEMM and routing fits of an expert-parallel moe.csv (ops_moe)
+    moe_lines: tuple[str, ...] = ()  # the grouped-GEMM and routing fits of an expert-parallel moe.csv (ops_moe)
+    small_ops_eta_mem: float | None = None  # the layer's memory-bound operators' HBM share at training sizes
 
     def profile_values(self) -> dict[str, float]:
         """What a hardware profile takes from this fit (docs/operators.md says what each one means)."""
