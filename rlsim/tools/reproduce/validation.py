@@ -58,8 +58,8 @@ REGRESSION_GUARD_PCT = {
     "verl checkpoint engine Qwen2.5-7B 4->4 ranks, off": 160.0,
     "verl checkpoint engine": 95.0,
     "InferSim": 65.0,
-    # Predicted since the H800's training MFU is the H100's (same silicon) rather than a fit to the AReaL paper:
-    # the synchronous eta=0 run is too fast in rlsim (docs/long-context.md, AReaL Fig. 5c).
+    # Predicted: training is priced from the operator fit, nothing is fitted to the AReaL paper; the synchronous
+    # eta=0 run is too fast in rlsim (docs/long-context.md, AReaL Fig. 5c).
     "AReaL 1.5B throughput eta=": 42.0,
 }
 
