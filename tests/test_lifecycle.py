@@ -75,13 +75,14 @@ CASES = {
 # sha256 (first 16 hex digits) of each case's whole trace (_trace). First recorded on the code in which ROLL
 # subclassed the fully-async schedule and overrode its private hooks (commit 176b466), which the composed
 # schedules matched; re-recorded, like tests/golden, whenever results move on purpose (since: agentic samples
-# scored, profiles refitted to operators, the rule-reward queue priced in one event per sample).
+# scored, profiles refitted to operators, the rule-reward queue priced in one event per sample, training
+# priced from operators with its MFU reported per step).
 BEFORE = {
-    "roll-agentic": "e1199dc6c25270d0",
-    "roll-single": "9483bb2d4f3922eb",
-    "areal-agentic-drop-stale": "0f3dfd9cfda404a3",
-    "areal-single-drop-stale-abort": "b3ab3a4e019f7eb3",
-    "verl-single": "5b8b72acc7da8827",
+    "roll-agentic": "7651d4a557bd9601",
+    "roll-single": "8350f2b7bf3b75f6",
+    "areal-agentic-drop-stale": "f05489cfe0d417a6",
+    "areal-single-drop-stale-abort": "ddd4a32fd4b05da9",
+    "verl-single": "7f30beb5351887cd",
 }
 
 
