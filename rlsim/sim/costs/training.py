@@ -1,9 +1,11 @@
 """Training and forward-only pass times: the one training-cost API of the simulator and of calibration.
 
-(docs/sources.md, Design notes: Cost models; docs/sources.md §3.) Time = model FLOPs / (GPUs x peak x
-MFU), stretched by the 1F1B pipeline bubble, plus whatever part of the data-parallel gradient
-all-reduce is not hidden behind the backward pass (`exposed_grad_comm`, the overlap rule written once).
-Tensor-parallel communication inside a layer is not modelled separately: the measured MFU absorbs it.
+(docs/sources.md, Design notes: Cost models; docs/sources.md §3.) A rank's busy time is priced from the operator
+fit per micro-batch (costs/training_ops.py: linear layers, memory-bound operators, tensor-parallel all-reduces,
+attention, fixed costs), stretched by the 1F1B pipeline bubble, plus whatever part of the data-parallel gradient
+all-reduce is not hidden behind the backward pass (`exposed_grad_comm`, the overlap rule written once). The MFU
+is a result (`pass_model_flops` over seconds x GPUs x peak). A profile or pool that sets `train_mfu` /
+`forward_mfu` (an explicit override) prices every FLOP at it instead: model FLOPs / (GPUs x peak x MFU).
 
 Two levels: `train_time` / `forward_time` price a pass over evenly spread tokens; `train_pass_time` /
 `forward_pass_time` price a batch of sequences the way the simulator runs it. A pass over a batch is as
