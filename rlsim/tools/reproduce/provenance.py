@@ -10,6 +10,10 @@ profile or engine-kind constant whose source says "calibrated"/"fitted" is liste
 
 A constant copied from another ("assumed: same as H100") carries the same publications; listing the
 original is enough, since the status depends only on the set of publications.
+
+`double_counted` lists every hardware-profile value that prices training, fitted to a system-level number
+(not an operator profile), whose fit left out a mechanism term the training cost adds beside it
+(tests/test_training_ops.py keeps it empty): such a value would count that term twice.
 """
 
 from __future__ import annotations
