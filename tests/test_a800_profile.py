@@ -60,7 +60,7 @@ def test_shipped_a800_values_come_from_the_fit(fitted):
 
 def test_a800_is_an_a100_with_narrower_nvlink():
     a100, a800 = load_profile("a100-80gb"), load_profile("a800")
-    for field in ("bf16_tflops", "fp8_tflops", "hbm_gb", "hbm_tb_per_s", "train_mfu", "forward_mfu"):
+    for field in ("bf16_tflops", "fp8_tflops", "hbm_gb", "hbm_tb_per_s"):
         assert getattr(a800, field) == getattr(a100, field), field
     assert a800.nvlink_gb_per_s == a100.nvlink_gb_per_s * 400 / 600  # 400 against 600 GB/s bidirectional
     assert GPU_CHIPS["a800"] == GPU_CHIPS["a100"] == (108, 40e6)

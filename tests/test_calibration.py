@@ -29,7 +29,6 @@ H100_PRIORS = {
     "decode_eta_compute": 0.67,  # Vidur, H100
     "decode_fixed_overhead_ms": 6.0,  # vLLM v0.6 blog: 13 ms - 4.8 ms / 0.69
     "prefill_eta_compute": 0.67,  # Vidur, H100
-    "train_mfu": 0.40,
 }
 # The NIM rows pin two combinations of (eta_mem, fixed, prefill): eta_mem is held at its Vidur prior.
 FITTED = ("decode_fixed_overhead_ms", "prefill_eta_compute")
@@ -114,7 +113,7 @@ def test_predict_uses_the_cost_functions(nim):
 
 
 def test_train_rows_scale_inversely_with_mfu():
-    hw = load_profile("h100-sxm")
+    hw = load_profile("h100-sxm").model_copy(update={"train_mfu": 0.4})  # an override, as a fit sets it
     row = Measurement(kind="train", model="qwen2.5-7b", gpus=8, tokens=10**6, batch=256, seconds=1.0)
     t1 = predict(row, hw)
     t2 = predict(row, hw.model_copy(update={"train_mfu": hw.train_mfu / 2}))
@@ -155,10 +154,9 @@ def test_nim_fit_touches_only_what_the_rows_inform(nim):
     shipped = load_profile("h100-sxm")
     result = fit(nim, shipped.model_copy(update=H100_PRIORS))
     fitted = result.profile
-    # No train rows: train_mfu and its source untouched. The smooth roofline of the linear layers
-    # lets the GEMM term (eta_compute) show through even at memory-bound batches.
-    assert fitted.train_mfu == H100_PRIORS["train_mfu"]
-    assert fitted.sources["train_mfu"] == shipped.sources["train_mfu"]
+    # No train rows: train_mfu stays unset (training priced from operators). The smooth roofline of the linear
+    # layers lets the GEMM term (eta_compute) show through even at memory-bound batches.
+    assert fitted.train_mfu is None and "train_mfu" not in fitted.sources and shipped.train_mfu is None
     informed = {p.name: p.informed for p in result.params}
     assert informed == {
         "decode_eta_mem": True,

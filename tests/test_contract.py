@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsim.sim.results.collector import STEP_COLUMNS, SUMMARY_COLUMNS, TIMING_PREFIX
+from rlsim.sim.results.collector import MFU_PREFIX, STEP_COLUMNS, SUMMARY_COLUMNS, TIMING_PREFIX
 from rlsim.sim.scenario.loader import apply_overrides, load_scenario, parse_scenario, read_yaml
 from rlsim.sim.simulate import simulate
 from rlsim.tools.report.plots import busy_by_pool
@@ -83,7 +83,7 @@ def run(request):
 def test_every_step_column_is_declared_and_the_base_columns_are_always_there(run):
     name, res = run
     for col in res.steps.columns:
-        assert col.startswith(TIMING_PREFIX) or col in STEP_COLUMNS, (name, col)
+        assert col.startswith((TIMING_PREFIX, MFU_PREFIX)) or col in STEP_COLUMNS, (name, col)
     base = ["step", "warmup", "start_s", "end_s", "timing_s/step", "samples", "tokens", "policy_version",
             "staleness/mean", "staleness/max", "preemptions"]
     assert set(base) <= set(res.steps.columns), name

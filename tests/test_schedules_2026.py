@@ -100,9 +100,10 @@ def test_lora_update_skips_the_base_weight_gradients_and_engines_pay_the_lora_ke
     lora = run("scenarios/sync/grpo-lora.yaml", small=["steps=1", "warmup_steps=0"])
     full = run("scenarios/sync/grpo-lora.yaml", "schedule.lora=null", small=["steps=1", "warmup_steps=0"])
     ratio = float(lora.steps["timing_s/update_actor"].iloc[0] / full.steps["timing_s/update_actor"].iloc[0])
-    # The dense 6N per token becomes 4N (adapters ~1% of N); attention and the log-prob passes over the
-    # vocabulary are unchanged, so the update falls to about 2/3-4/5 of the full one.
-    assert 0.6 < ratio < 0.8, ratio
+    # The linear layers' 6N per token becomes 4N (adapters ~1% of N); attention, the memory-bound operators,
+    # recompute, the log-prob passes over the vocabulary and the fixed costs are unchanged, so the update falls
+    # to about 2/3-5/6 of the full one (costs/training_ops.py).
+    assert 0.6 < ratio < 0.84, ratio
     # Same seed, same lengths: generation is slower only by the per-step LoRA kernels.
     assert (lora.steps["response_tokens"] == full.steps["response_tokens"]).all()
     assert float(lora.steps["timing_s/gen"].iloc[0]) > float(full.steps["timing_s/gen"].iloc[0])

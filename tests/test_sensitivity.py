@@ -87,7 +87,7 @@ def test_default_inputs_of_quickstart():
     inputs, skipped = default_inputs(load_scenario(QUICKSTART))
     keys = [i.key for i in inputs]
     for field in ("decode_eta_mem", "decode_eta_compute", "decode_fixed_overhead_ms", "prefill_eta_compute",
-                  "train_mfu", "forward_mfu", "collective_latency_us", "nic_gbit_per_s"):
+                  "small_ops_eta_mem", "collective_latency_us", "nic_gbit_per_s"):
         assert f"{OVR}.{field}" in keys
     assert "roles.rollout.engine.host_overhead_per_seq_us" in keys
     assert {"workload.response_length.mean", "workload.response_length.sigma"} <= set(keys)
@@ -173,7 +173,7 @@ def test_table_shape_and_signs():
 
 
 def test_same_seed_same_table_whatever_the_jobs():
-    vary = [f"{OVR}.train_mfu=±20%", "workload.response_length.sigma=±20%", f"{OVR}.decode_eta_mem=0.5:0.9"]
+    vary = [f"{OVR}.prefill_eta_compute=±20%", "workload.response_length.sigma=±20%", f"{OVR}.decode_eta_mem=0.5:0.9"]
     serial = run_sensitivity(prepare(QUICKSTART, SMALL, vary)).table
     pooled = run_sensitivity(prepare(QUICKSTART, SMALL, vary), jobs=2).table
     pd.testing.assert_frame_equal(serial, pooled)
@@ -192,7 +192,7 @@ def test_cli_writes_csv_and_tornado(tmp_path):
     assert len(df) == len(default_inputs(load_scenario(QUICKSTART, SMALL))[0])
     assert list(df["swing"]) == sorted(df["swing"], reverse=True)
     assert (tmp_path / "tornado.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "train_mfu" in res.output and "runs in" in res.output
+    assert "small_ops_eta_mem" in res.output and "runs in" in res.output
     assert max(len(line) for line in res.output.splitlines()) <= 80  # every table wraps to 80 columns, none crops
     assert "…" not in res.output
 
@@ -204,7 +204,8 @@ def test_cli_writes_csv_and_tornado(tmp_path):
         ("workload.response_length.mean=lots", "expected ±P% or lo:hi"),
         ("workload.response_length.mean", "expected dotted.path=±P% or dotted.path=lo:hi"),
         ("workload.response_length=±20%", "is a mapping, not a number"),
-        (f"{OVR}.train_mfu=0.5:1.5", "high value 1.5 is invalid"),
+        (f"{OVR}.prefill_eta_compute=0.5:1.5", "high value 1.5 is invalid"),
+        (f"{OVR}.train_mfu=±20%", "train_mfu is not set on this pool's profile: training and forward passes"),
         (f"{OVR}.hbm=±5%", "not a hardware profile number"),
         ("workload.response_length.mean=900:100", "must be <="),
     ],
@@ -219,5 +220,6 @@ def test_bad_vary_exit_2_one_line(tmp_path, vary, message):
 
 def test_bad_metric_exit_2(tmp_path):
     res = runner.invoke(app, ["sensitivity", str(QUICKSTART), *[a for s in SMALL for a in ("--set", s)],
-                              "--vary", f"{OVR}.train_mfu=±10%", "--metric", "speed", "--out", str(tmp_path)])
+                              "--vary", f"{OVR}.prefill_eta_compute=±10%", "--metric", "speed", "--out",
+                              str(tmp_path)])
     assert res.exit_code == 2 and "--metric: speed: not a number in the summary" in res.output

@@ -81,6 +81,7 @@ _WHERE = {
     "engine_overheads": "rlsim.sim.costs.engine_kinds",
     "decode_step_time": "rlsim.sim.costs.generation",
     "linear_layers_time": "rlsim.sim.costs.generation",
+    "layer_memory_elements": "rlsim.sim.costs.training_ops",
     "prefill_time": "rlsim.sim.costs.generation",
     "serving_itl": "rlsim.sim.costs.generation",
     "reshard_bytes_per_gpu": "rlsim.sim.costs.resharding",

@@ -7,6 +7,7 @@ profile with an uncited number, because an uncited constant is an untestable one
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 
@@ -58,7 +59,15 @@ _NUMERIC_FIELDS = (
     "moe_gemm_eta_compute",
     "moe_routing_per_token_us",
     "attention_fixed_us",
+    "small_ops_eta_mem",
 )
+# The GEMM share of peak between the operator fit's two points (docs/operators.md): `decode_eta_compute` at
+# 512 tokens and `prefill_eta_compute` at 4,096, log-linear in tokens between them and flat outside.
+GEMM_ETA_LOW_TOKENS = 512.0
+GEMM_ETA_HIGH_TOKENS = 4096.0
+# A profile without its own `small_ops_eta_mem` takes h100-sxm's operator-fitted value (assumed; the same fit on
+# the GPU's own memory-bound operators would settle it).
+DEFAULT_SMALL_OPS_ETA_MEM = 0.553
 
 
 class HardwareProfile(BaseModel):
@@ -97,8 +106,12 @@ class HardwareProfile(BaseModel):
     prefill_eta_compute: float = Field(
         ge=MIN_EFFICIENCY, le=1, description="Achieved fraction of peak FLOP/s in prefill"
     )
-    train_mfu: float = Field(ge=MIN_EFFICIENCY, le=1, description="Model FLOPs utilisation of training")
-    forward_mfu: float = Field(ge=MIN_EFFICIENCY, le=1, description="Model FLOPs utilisation of forward-only passes")
+    # Explicit overrides (a user's, or `rlsim calibrate`'s fit): every training / forward FLOP at this MFU instead of
+    # pricing the pass from the operator fit (costs/training_ops.py). Shipped profiles set neither: MFU is a result.
+    train_mfu: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1, description=(
+        "Override: model FLOPs utilisation of training (None: training priced from the operator fit)"))
+    forward_mfu: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1, description=(
+        "Override: model FLOPs utilisation of forward-only passes (None: priced from the operator fit)"))
     collective_latency_us: float = Field(
         ge=0, le=1_000_000, description="Per-collective latency term alpha, microseconds"
     )
@@ -129,6 +142,9 @@ class HardwareProfile(BaseModel):
         description="One layer's decode-attention and KV-write kernel time beyond the KV read, us")
     kernel_launch_us: float | None = Field(
         default=None, ge=0, description="Host launch cost per kernel when an engine runs without CUDA graphs, us")
+    small_ops_eta_mem: float | None = Field(
+        default=None, ge=MIN_EFFICIENCY, le=1,
+        description="Share of HBM bandwidth of a layer's norms, rope, activation and adds above the L2 knee")
     sources: dict[str, str] = Field(description="Citation for every numeric field")
 
     @model_validator(mode="after")
@@ -206,6 +222,23 @@ class HardwareProfile(BaseModel):
         if self.p2p_latency_inter_node_us is not None:
             return self.p2p_latency_inter_node_us * 1e-6
         return P2P_INTER_NODE_RATIO * intra * 1e-6
+
+    def gemm_eta_compute(self, tokens: float) -> float:
+        """The linear layers' GEMM share of peak at `tokens` tokens: the operator fit's `decode_eta_compute` (512
+        tokens) and `prefill_eta_compute` (4,096 tokens), log-linear in tokens between them, flat outside (below
+        512 tokens a GEMM's weight read, not its compute, sets its time in the roofline)."""
+        lo, hi = self.decode_eta_compute, self.prefill_eta_compute
+        if tokens <= GEMM_ETA_LOW_TOKENS:
+            return lo
+        if tokens >= GEMM_ETA_HIGH_TOKENS:
+            return hi
+        f = math.log(tokens / GEMM_ETA_LOW_TOKENS) / math.log(GEMM_ETA_HIGH_TOKENS / GEMM_ETA_LOW_TOKENS)
+        return lo + f * (hi - lo)
+
+    @property
+    def small_ops_eta(self) -> float:
+        """HBM share of the memory-bound operators at training sizes (the profile's, else h100-sxm's, assumed)."""
+        return DEFAULT_SMALL_OPS_ETA_MEM if self.small_ops_eta_mem is None else self.small_ops_eta_mem
 
     @property
     def layer_fixed_s(self) -> float:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rlsim.sim.engine.environment import ReferenceEnvironment, SimEnvironment, kernel_choice
 from rlsim.sim.engine.gc_tuning import fewer_collections
-from rlsim.sim.results.collector import SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
+from rlsim.sim.results.collector import MFU_PREFIX, SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
 from rlsim.sim.results.lifecycle import WASTED_OUTCOMES
 from rlsim.sim.results.metrics import summarize
 from rlsim.sim.scenario.schema import Scenario
@@ -114,6 +114,8 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     steps = pd.DataFrame(collector.step_rows)
     timing = [c for c in steps.columns if c.startswith("timing_s/")]
     steps[timing] = steps[timing].fillna(0.0)  # a phase a step did not run (no weight sync this step) took 0 s
+    mfu = [c for c in steps.columns if c.startswith(MFU_PREFIX)]
+    steps[mfu] = steps[mfu].fillna(0.0)  # nor achieved any share of peak in it
     timeline = env.ledger.to_frame()
     summary = summarize(scenario, steps, timeline, collector.staleness_values())
     summary.update(collector.token_totals)

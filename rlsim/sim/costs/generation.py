@@ -216,9 +216,21 @@ def linear_layers_time(
     the experts' read and GEMMs are the busiest EP rank's (costs/moe.py). A profile with the fitted grouped
     GEMM (`moe_gemm_*`) prices the experts with it (`moe.expert_gemm_time`) beside the dense roofline.
     """
+    return linear_roofline(model, hw, tp, tokens, hw.decode_eta_compute, eta_mem, ep)
+
+
+def linear_roofline(model: ModelShape, hw: HardwareProfile, tp: int, tokens: float, eta_compute: float,
+                    eta_mem: float | None = None, ep: int = 1) -> float:
+    """The operator-fitted linear layers over `tokens` tokens at GEMM share of peak `eta_compute`: the one form
+    decode steps (`linear_layers_time`, at `decode_eta_compute`) and training micro-batches
+    (costs/training_ops.py, at `HardwareProfile.gemm_eta_compute(tokens)`) are priced with.
+
+    sqrt(weight read^2 + GEMM compute^2), plus every layer's fixed kernel time (4 GEMMs' fixed cost and the
+    small memory-bound operators at decode sizes, `layer_fixed_s`) and an MoE layer's fixed cost.
+    """
     weight_read, flop_params, gemm = _step_work(model, hw, tokens, tp, ep)
     read = weight_read / (hw.hbm_bytes_per_s * tp * (eta_mem or hw.decode_eta_mem))
-    compute = 2.0 * flop_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * hw.decode_eta_compute)
+    compute = 2.0 * flop_params * tokens / (hw.peak_flops_for(model.weight_bytes) * tp * eta_compute)
     fixed = hw.layer_fixed_s
     if model.num_experts and hw.moe_layer_fixed_us is not None:
         fixed += hw.moe_layer_fixed_us * 1e-6  # gating, top-k routing, token shuffle, grouped-GEMM fixed cost

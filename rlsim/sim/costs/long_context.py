@@ -1,8 +1,9 @@
 """What a long RL sequence costs in a training or forward pass beyond 6·N·T (docs/sources.md §11).
 
-The plain model (`training.training_flops`) prices every FLOP, the causal attention ones included, at
-the hardware profile's MFU. Four mechanisms grow faster than that with sequence length or vocabulary
-and are priced here on their own, per data-parallel rank:
+The passes are priced from the operator fit per micro-batch (costs/training_ops.py), or, under an explicit
+MFU override, every FLOP at that MFU (`rank_parts` below, the causal attention ones included). Four mechanisms
+grow faster than that with sequence length or vocabulary and are priced here on their own, per data-parallel
+rank (the operator-priced pass always prices attention at FA2's efficiency):
 
 - **attention kernel efficiency**: FlashAttention-2's causal forward+backward reaches a fraction of
   peak that rises with sequence length s as `ceiling * s / (s + FA2_HALF_TOKENS)` (fitted to the FA2

@@ -1,9 +1,11 @@
 """Training and forward-only pass times: the one training-cost API of the simulator and of calibration.
 
-(docs/sources.md, Design notes: Cost models; docs/sources.md §3.) Time = model FLOPs / (GPUs x peak x
-MFU), stretched by the 1F1B pipeline bubble, plus whatever part of the data-parallel gradient
-all-reduce is not hidden behind the backward pass (`exposed_grad_comm`, the overlap rule written once).
-Tensor-parallel communication inside a layer is not modelled separately: the measured MFU absorbs it.
+(docs/sources.md, Design notes: Cost models; docs/sources.md §3.) A rank's busy time is priced from the operator
+fit per micro-batch (costs/training_ops.py: linear layers, memory-bound operators, tensor-parallel all-reduces,
+attention, fixed costs), stretched by the 1F1B pipeline bubble, plus whatever part of the data-parallel gradient
+all-reduce is not hidden behind the backward pass (`exposed_grad_comm`, the overlap rule written once). The MFU
+is a result (`pass_model_flops` over seconds x GPUs x peak). A profile or pool that sets `train_mfu` /
+`forward_mfu` (an explicit override) prices every FLOP at it instead: model FLOPs / (GPUs x peak x MFU).
 
 Two levels: `train_time` / `forward_time` price a pass over evenly spread tokens; `train_pass_time` /
 `forward_pass_time` price a batch of sequences the way the simulator runs it. A pass over a batch is as
@@ -26,6 +28,7 @@ from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.costs.long_context import PLAIN, PassOptions, micro_batches, rank_parts
 from rlsim.sim.costs.memory import expert_split
 from rlsim.sim.costs.moe import TrainingEP
+from rlsim.sim.costs.training_ops import OPTIMIZER_STEP_FIXED_S, pass_parts, rank_parts_ops
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -53,6 +56,20 @@ def training_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> f
 def forward_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float) -> float:
     """A forward pass is a third of training: 2N per token + 4*L*q_dim*sum(s^2)."""
     return training_flops(model, tokens, seq_len_sq_sum) / 3.0
+
+
+def pass_model_flops(model: ModelShape, seq_lens: np.ndarray, train: bool, epochs: int = 1,
+                     adapters: float | None = None) -> float:
+    """Model FLOPs of a pass over `seq_lens` (what a reported MFU counts, verl's way): `training_flops` per epoch
+    for an update (with LoRA adapters, the frozen base's weight gradients left out), `forward_flops` otherwise."""
+    lens = np.asarray(seq_lens, dtype=np.float64)
+    tokens, sq = float(lens.sum()), float(np.square(lens).sum())
+    if not train:
+        return forward_flops(model, tokens, sq)
+    flops = training_flops(model, tokens, sq)
+    if adapters is not None:
+        flops += frozen_base_flops(model, tokens, adapters)
+    return epochs * flops
 
 
 def pipeline_bubble_factor(pp: int, micro_batches: int) -> float:
@@ -109,11 +126,19 @@ def _busy(flops: float, hw: HardwareProfile, gpus: int, mfu: float, pp: int, mic
     return compute, compute * (pipeline_bubble_factor(pp, micro_batches) - 1.0)
 
 
+def _ops_busy(model: ModelShape, hw: HardwareProfile, rank_tokens: float, rank_sq: float, tp: int, pp: int,
+              micro_batches: int, train: bool) -> tuple[float, float]:
+    """(compute, pipeline bubble) of one DP rank's evenly spread tokens, priced from operators."""
+    compute = sum(pass_parts(model, hw, rank_tokens, rank_sq, rank_tokens, micro_batches, tp, pp, train,
+                             PLAIN).values())
+    return compute, compute * (pipeline_bubble_factor(pp, micro_batches) - 1.0)
+
+
 @dataclass(frozen=True)
 class TrainBreakdown:
     """Seconds of one training (or forward-only) pass over a batch, by cause."""
 
-    compute: float  # busy time: FLOPs / (gpus x peak x MFU)
+    compute: float  # busy time: from operators (or FLOPs / (gpus x peak x MFU) under an MFU override)
     bubble: float  # idle pipeline slots added by 1F1B
     grad_comm: float  # full gradient all-reduce time
     grad_comm_exposed: float  # the part of it not hidden behind backward
@@ -140,7 +165,10 @@ def train_time_breakdown(
     """Training step cost split into compute, pipeline bubble and gradient communication."""
     dp = _data_parallel(gpus, tp, pp)
     eff = hw.train_mfu if mfu is None else mfu
-    compute, bubble = _busy(training_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
+    if eff is None:
+        compute, bubble = _ops_busy(model, hw, tokens / dp, seq_len_sq_sum / dp, tp, pp, micro_batches, True)
+    else:
+        compute, bubble = _busy(training_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
     comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node)
     exposed = exposed_grad_comm(comm, compute, overlap_grad_reduce)
     return TrainBreakdown(compute=compute, bubble=bubble, grad_comm=comm, grad_comm_exposed=exposed)
@@ -180,9 +208,12 @@ def forward_time_breakdown(
     mfu: float | None = None,
 ) -> TrainBreakdown:
     """Forward-only pass (reference, old log-prob, values, reward): no gradients, so no all-reduce."""
-    _data_parallel(gpus, tp, pp)
+    dp = _data_parallel(gpus, tp, pp)
     eff = hw.forward_mfu if mfu is None else mfu
-    compute, bubble = _busy(forward_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
+    if eff is None:
+        compute, bubble = _ops_busy(model, hw, tokens / dp, seq_len_sq_sum / dp, tp, pp, micro_batches, False)
+    else:
+        compute, bubble = _busy(forward_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
     return TrainBreakdown(compute=compute, bubble=bubble, grad_comm=0.0, grad_comm_exposed=0.0)
 
 
@@ -280,16 +311,23 @@ def frozen_base_flops(model: ModelShape, tokens: float, adapters: float) -> floa
     return (6.0 * adapters - 2.0 * model.active_params) * tokens
 
 
-def rank_busy(train: bool, mfu: float, model, hw, rank, tp: int, pp: int, token_budget: int,
+def rank_busy(train: bool, mfu: float | None, model, hw, rank, tp: int, pp: int, token_budget: int,
               opts: PassOptions, adapters: float | None = None, moe: TrainingEP | None = None) -> tuple[float, float]:
     """(compute, pipeline bubble) of one DP rank's pass (`adapters`: a LoRA update, see train_pass_time;
-    `moe`: expert parallelism, whose all-to-alls count as busy time and stretch with the pipeline bubble)."""
+    `moe`: expert parallelism, whose all-to-alls count as busy time and stretch with the pipeline bubble).
+
+    `mfu` None (every shipped profile): the pass is priced from the operator fit per micro-batch
+    (costs/training_ops.py); a number (a profile or pool override, `rlsim calibrate`'s fit): every FLOP at it."""
     if moe is not None:
         compute, bubble = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters)
         micro = micro_batches(rank, token_budget, opts)
         comm = moe.pass_time(rank, micro, train, opts.recompute)
         return compute + comm, bubble + comm * (pipeline_bubble_factor(pp, micro) - 1.0)
     lora = adapters is not None and train
+    if mfu is None:  # priced from the operator fit, per micro-batch (costs/training_ops.py)
+        compute = sum(rank_parts_ops(model, hw, rank, tp, pp, train, opts, token_budget,
+                                     adapters if lora else None).values())
+        return compute, compute * (pipeline_bubble_factor(pp, micro_batches(rank, token_budget, opts)) - 1.0)
     if opts.plain:  # the plain 6NT + attention-at-MFU model, exactly as before
         tokens = float(rank.sum())
         flops_fn = training_flops if train else forward_flops
@@ -379,6 +417,7 @@ def train_pass_time(
     moe = expert_parallel(model, hw, ep, tp, pp, gpus_per_node)
     comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes, adapters, ep)
     opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, clip_grad_norm, adapters)
+    fixed = OPTIMIZER_STEP_FIXED_S if hw.train_mfu is None else 0.0  # an MFU override absorbs it
     seq_lens = np.asarray(seq_lens)
     total = 0.0
     for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance, balance_scope):
@@ -387,5 +426,5 @@ def train_pass_time(
         if worst is None:
             continue
         compute, bubble = worst
-        total += compute + bubble + exposed_grad_comm(comm, compute, overlap_grad_reduce) + opt
+        total += compute + bubble + exposed_grad_comm(comm, compute, overlap_grad_reduce) + opt + fixed
     return total

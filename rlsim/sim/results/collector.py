@@ -38,6 +38,10 @@ class Column:
 
 
 TIMING_PREFIX = "timing_s/"  # timing_s/<phase>: seconds the step spent in that phase (per step)
+# mfu/<phase>: the model phase's achieved share of its GPUs' peak BF16 FLOP/s in the step (a result of the
+# operator-priced pass, never an input): 6N per trained token plus causal attention (x epochs), a third of that
+# for a forward pass, over the pass's seconds x the role's GPUs x peak. 0 when the step ran no such pass.
+MFU_PREFIX = "mfu/"
 
 STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("step", "", LABEL, "RL step index (warm-up steps first)"),
@@ -96,13 +100,18 @@ SUMMARY_COLUMNS: dict[str, Column] = {c.name: c for c in (
 
 
 def column_kind(name: str) -> str:
-    """A declared column's kind; every `timing_s/<phase>` column is a per-step duration."""
+    """A declared column's kind; every `timing_s/<phase>` column is a per-step duration, every `mfu/<phase>` a
+    fraction of the step (a label: never summed over steps)."""
     if name.startswith(TIMING_PREFIX):
         return PER_STEP
+    if name.startswith(MFU_PREFIX):
+        return LABEL
     return STEP_COLUMNS[name].kind
 
 
 def column_unit(name: str) -> str:
+    if name.startswith(MFU_PREFIX):
+        return "fraction"
     return "s" if name.startswith(TIMING_PREFIX) else STEP_COLUMNS[name].unit
 
 
@@ -138,8 +147,8 @@ class RunCollector:
     # ------------------------------------------------------------------ steps
 
     def step(self, row: dict) -> None:
-        """One row per RL step; every column must be declared (STEP_COLUMNS or timing_s/<phase>)."""
-        unknown = [k for k in row if not k.startswith(TIMING_PREFIX) and k not in STEP_COLUMNS]
+        """One row per RL step; every column must be declared (STEP_COLUMNS, timing_s/<phase> or mfu/<phase>)."""
+        unknown = [k for k in row if not k.startswith((TIMING_PREFIX, MFU_PREFIX)) and k not in STEP_COLUMNS]
         if unknown:
             raise KeyError(f"undeclared step column(s) {unknown}: declare them in rlsim/sim/results/collector.py")
         self.step_rows.append(row)

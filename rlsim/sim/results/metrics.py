@@ -16,6 +16,9 @@ end of the last step, warm-up steps excluded):
 - staleness_mean / staleness_max: over trained samples, trainer version - oldest policy version of
   the sample's tokens (0 for synchronous schedules).
 - gpu_hours, cost_usd, cost_per_million_tokens_usd: where every pool has a price per GPU-hour.
+- train_mfu: the actor update's achieved share of its GPUs' peak BF16 FLOP/s over measured steps: the
+  per-step `mfu/update_actor` weighted by `timing_s/update_actor` (6N per trained token plus causal
+  attention, x epochs). A result of the operator-priced update, not a profile input.
 """
 
 from __future__ import annotations
@@ -137,6 +140,10 @@ def summarize(
     values = np.asarray(staleness[-measured_samples:] if staleness and measured_samples else [0], dtype=float)
     summary["staleness_p50"] = float(np.percentile(values, 50))
     summary["staleness_p90"] = float(np.percentile(values, 90))
+    if "mfu/update_actor" in measured:
+        seconds = measured["timing_s/update_actor"]
+        if float(seconds.sum()) > 0:
+            summary["train_mfu"] = float((measured["mfu/update_actor"] * seconds).sum() / seconds.sum())
     if "timing_s/wait_rollout" in measured:
         summary["trainer_idle_ratio"] = float(measured["timing_s/wait_rollout"].sum()) / window
     rollout_pool = scn.roles["rollout"].pool if "rollout" in scn.roles else None

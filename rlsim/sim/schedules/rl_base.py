@@ -13,7 +13,7 @@ import numpy as np
 
 from rlsim.sim.costs.offload import offload_time
 from rlsim.sim.costs.quantisation import quantise_time
-from rlsim.sim.costs.training import forward_pass_time, train_pass_time
+from rlsim.sim.costs.training import forward_pass_time, pass_model_flops, train_pass_time
 from rlsim.sim.costs.transition import TransitionSetup
 from rlsim.sim.costs.transition import to_generate as transition_to_generate
 from rlsim.sim.costs.transition import to_train as transition_to_train
@@ -21,6 +21,7 @@ from rlsim.sim.costs.weight_sync import SyncSetup, sync_parts
 from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
+from rlsim.sim.results.collector import MFU_PREFIX
 from rlsim.sim.results.lifecycle import COMPLETED
 from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
@@ -241,6 +242,20 @@ class RLSchedule(Schedule):
             t.balance_batch, t.pass_options(phase, role), ep=layout.ep, gpus_per_node=self._gpn(role),
         )
 
+    def phase_mfu(self, phase: str, role: str, seq_lens: np.ndarray, seconds: float) -> float:
+        """The pass's achieved share of its GPUs' peak (`mfu/<phase>`): its model FLOPs (`pass_model_flops`) over
+        `seconds` x the role's GPUs x peak BF16 FLOP/s. A result of the operator-priced pass, not an input."""
+        scn = self.scenario
+        r = self._role(role)
+        if seconds <= 0:
+            return 0.0
+        train = phase.startswith("update_")
+        adapters = update_kwargs(scn.models[r.model], self.lora)["adapters"] if (
+            train and self.lora is not None and role == "actor") else None
+        flops = pass_model_flops(scn.models[r.model], seq_lens, train, scn.algorithm.epochs if train else 1, adapters)
+        gpus = r.parallel.tp * r.parallel.pp * self.dp_size(role)
+        return flops / (seconds * gpus * role_hardware(scn, r).peak_flops)
+
     def first_step_bound_s(self) -> float:
         """The template's generation bound plus every other long thing a first step may do, ten times over:
         each model phase on a full batch of the longest sequences, switches, syncs and tool calls."""
@@ -345,8 +360,10 @@ class RLSchedule(Schedule):
             if phase == "reward" and self.judges:
                 yield from self.judge(seq_lens)
             else:
-                yield env.timeout(self.phase_time(phase, role, seq_lens) + self._state_moves(phase, role))
+                seconds = self.phase_time(phase, role, seq_lens)
+                yield env.timeout(seconds + self._state_moves(phase, role))
                 self.mark_busy(role, role, "train" if phase.startswith("update_") else "forward", start)
+                timing[f"{MFU_PREFIX}{phase}"] = self.phase_mfu(phase, role, seq_lens, seconds)
             timing[f"timing_s/{phase}"] = env.now - start
         finally:
             self.gpu_locks.release(held)

@@ -168,6 +168,10 @@ def _round_sig(x: float, digits: int = 4) -> float:
     return x if x == 0 or not math.isfinite(x) else round(x, digits - 1 - int(math.floor(math.log10(abs(x)))))
 
 
+# Where an MFU fit starts when the profile has none (a start, not a value: the fit moves it).
+NEUTRAL_MFU = {"train_mfu": 0.4, "forward_mfu": 0.5}
+
+
 def start_values(scenario, logged: dict[str, float]) -> dict[str, float]:
     """Each factor the log informs, at the scenario's current value."""
     from rlsim.sim.api import engine_overheads
@@ -178,10 +182,11 @@ def start_values(scenario, logged: dict[str, float]) -> dict[str, float]:
         hw = scenario.cluster.pools[roles["rollout"].pool].profile()
         out["decode_step_overhead_ms"] = engine_overheads(engine.kind, hw, True, engine.step_overhead_ms).step_s * 1e3
     train_hw = scenario.cluster.pools[roles["actor"].pool].profile() if "actor" in roles else None
+    # Shipped profiles set no MFU (training is priced from operators): a fit starts an override from NEUTRAL_MFU.
     if train_hw is not None and {"update_actor", "update_critic"} & set(logged):
-        out["train_mfu"] = train_hw.train_mfu
+        out["train_mfu"] = train_hw.train_mfu or NEUTRAL_MFU["train_mfu"]
     if train_hw is not None and {"old_log_prob", "ref", "values"} & set(logged):
-        out["forward_mfu"] = train_hw.forward_mfu
+        out["forward_mfu"] = train_hw.forward_mfu or NEUTRAL_MFU["forward_mfu"]
     sched = scenario.schedule
     if (sched.kind == "hybridflow" and {"gen", "generate"} <= set(logged) and "rollout" in roles
             and scenario.roles_share_gpus("actor", "rollout")):

@@ -26,7 +26,7 @@ from typing import Self
 
 import numpy as np
 
-from rlsim.sim.api import MIN_MAGNITUDE, YamlInputError, read_text_bounded
+from rlsim.sim.api import MIN_MAGNITUDE, YamlInputError, layer_memory_elements, read_text_bounded
 
 # The dense layer's operators as Vidur names them, and what each one is.
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -121,14 +121,9 @@ def dense_geometry(op: str, s: dict, tp: float, tokens: float) -> tuple[float, f
         return ffn * (2 if s["gated"] else 1) / tp, h, 0.0
     if op == "mlp_down_proj":
         return h, ffn / tp, 0.0
-    if op in ("input_layernorm", "post_attention_layernorm", "emb"):
-        return 0.0, 0.0, 2.0 * tokens * h
-    if op == "add":
-        return 0.0, 0.0, 3.0 * tokens * h
-    if op == "mlp_act":
-        return 0.0, 0.0, tokens * ffn / tp * (3 if s["gated"] else 2)
-    if op == "attn_rope":
-        return 0.0, 0.0, 2.0 * tokens * (s["heads"] + s["kv"]) * d / tp
+    per_token = layer_memory_elements(h, s["heads"], s["kv"], d, ffn, tp, bool(s["gated"]))
+    if op in per_token:  # the simulator's own counts (training prices the same operators with them)
+        return 0.0, 0.0, per_token[op] * tokens
     raise OpsDataError(f"unknown operator {op!r}")
 
 

@@ -61,6 +61,7 @@ class OpsResult:
     moe_lines: tuple[str, ...] = ()  # the grouped-GEMM and routing fits of an expert-parallel moe.csv (ops_moe)
     notes: tuple[str, ...] = ()  # rows left out, fits skipped for want of rows
     train_rows: int = 0  # training rows measured at >= 10 us (scored)
+    small_ops_eta_mem: float | None = None  # the layer's memory-bound operators' HBM share at training sizes
 
     def profile_values(self) -> dict[str, float]:
         """What a hardware profile takes from this fit (docs/operators.md says what each one means); a value
@@ -75,6 +76,8 @@ class OpsResult:
             out["prefill_eta_compute"] = round(float(np.median([self.dense.eta_compute(o, 4096.0) for o in g])), 3)
             out["gemm_fixed_us"] = round(float(np.median([c.t0_s for c in g.values()])) * 1e6, 2)
         out["layer_small_ops_us"] = round(self.small_ops_us, 1)
+        if self.small_ops_eta_mem is not None:
+            out["small_ops_eta_mem"] = round(self.small_ops_eta_mem, 3)
         if self.launch_us is not None:
             out["kernel_launch_us"] = round(self.launch_us, 2)
         out.update(self.p2p_latencies())
@@ -165,7 +168,8 @@ def run_ops(root: Path, gpu: str, held_out: tuple[str, ...], peak_flops: float, 
     launch = launch_cost_us(root, gpu, notes)
     moe = moe_summary(root, gpu, peak_flops, hbm_bytes_per_s, notes)
     return OpsResult(gpu, held_out, dense, coll_fits, launch, hm, hp, hn, tm, tp90,
-                     _small_ops_us(rows.subset(~held)), moe, tuple(dict.fromkeys(notes)), tn)
+                     _small_ops_us(rows.subset(~held)), moe, tuple(dict.fromkeys(notes)), tn,
+                     _small_ops_eta(rows.subset(~held), dense))
 
 
 def _small_ops_us(rows: ops_data.DenseRows) -> float:
@@ -173,6 +177,28 @@ def _small_ops_us(rows: ops_data.DenseRows) -> float:
     small = [op for op in ops_data.MEMORY_OPS if op != "emb"]  # the embedding runs once per step, not per layer
     return float(sum(np.median(rows.measured_ms[(rows.op == op) & (rows.tokens <= 64)]) * 1e3
                      for op in small if ((rows.op == op) & (rows.tokens <= 64)).any()))
+
+
+def _small_ops_eta(rows: ops_data.DenseRows, dense: DenseFit) -> float | None:
+    """HBM share at which one layer's memory-bound operators move their bytes above the on-chip knee (training
+    micro-batch sizes): sum(bytes) / sum(bytes / eta_op) over the two norms, rope, activation and the two residual
+    adds of each training model's layer at TP 1 and its largest token count, the median over the models."""
+    ops = {op: (2.0 if op == "add" else 1.0) for op in ops_data.MEMORY_OPS if op != "emb"}
+    per_model = []
+    for model in sorted(set(rows.model)):
+        mine = rows.subset((rows.model == model) & (rows.tp == 1))
+        bytes_, seconds = 0.0, 0.0
+        for op, count in ops.items():
+            at = (mine.op == op)
+            if not at.any() or op not in dense.memory:
+                break
+            tokens = mine.tokens[at].max()
+            elements = float(mine.elements[at & (mine.tokens == tokens)][0]) / tokens * count
+            bytes_ += elements
+            seconds += elements / dense.memory[op].eta
+        else:
+            per_model.append(bytes_ / seconds)
+    return float(np.median(per_model)) if per_model else None
 
 
 def _write_csv(path: Path, gpu, rows, pred, held, coll_rows, coll_pred) -> None:

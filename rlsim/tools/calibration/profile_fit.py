@@ -275,6 +275,13 @@ def _check_rows(rows: list[Measurement], params: tuple[str, ...], profile: Hardw
         notes.append(f"measurements are labelled {hardware[0]!r}, fitted into profile {profile.name!r}")
 
 
+def start_value(profile: HardwareProfile, name: str) -> float:
+    """The profile's value of a fitted parameter; `train_mfu`, which shipped profiles leave unset (training is
+    priced from operators until a fit sets it as an override), starts from the neutral 0.4."""
+    value = getattr(profile, name)
+    return float(_NEUTRAL[name] if value is None else value)
+
+
 def fit(
     measurements: Sequence[Measurement],
     profile: HardwareProfile,
@@ -295,7 +302,7 @@ def fit(
     label = sources_label or ", ".join(sorted({m.file for m in rows if m.file})) or "measurements"
 
     measured = np.array([m.seconds for m in rows])
-    start_values = {p: float(getattr(profile, p)) for p in free}
+    start_values = {p: start_value(profile, p) for p in free}
     u0 = np.array([_to_logit(start_values[p], _UPPER[p]) for p in free])
 
     def log_ratios(u: np.ndarray) -> np.ndarray:
@@ -315,7 +322,7 @@ def fit(
     stderr = _standard_errors(jac, log_ratios(u), u, free, informed)
     fitted = _fitted_profile(profile, free, u, informed, start_values, label)
     param_results = [
-        ParamResult(p, float(getattr(profile, p)), float(getattr(fitted, p)), p in informed and informed[p],
+        ParamResult(p, start_value(profile, p), start_value(fitted, p), p in informed and informed[p],
                     stderr.get(p))
         for p in params
     ]

@@ -10,6 +10,10 @@ profile or engine-kind constant whose source says "calibrated"/"fitted" is liste
 
 A constant copied from another ("assumed: same as H100") carries the same publications; listing the
 original is enough, since the status depends only on the set of publications.
+
+`double_counted` lists every hardware-profile value that prices training, fitted to a system-level number
+(not an operator profile), whose fit left out a mechanism term the training cost adds beside it
+(tests/test_training_ops.py keeps it empty): such a value would count that term twice.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ class FittedConstant:
     constant: str
     fitted_to: tuple[str, ...]
     how: str
+    # The mechanism terms (TRAINING_MECHANISMS) the simulator had on when the constant was fitted to a
+    # system-level number: a training cost may add only those beside it (`double_counted`).
+    includes: tuple[str, ...] = ()
 
 
 FITTED: tuple[FittedConstant, ...] = (
@@ -77,8 +84,6 @@ FITTED: tuple[FittedConstant, ...] = (
                    "69% of HBM peak at 1 token, Llama-2-7B per-operator profile"),
     FittedConstant("hardware_profiles/h100-sxm.yaml", "decode_eta_compute", ("vidur",),
                    "67% of BF16 peak at 2048 tokens, Llama-2-7B per-operator profile"),
-    FittedConstant("hardware_profiles/h100-sxm.yaml", "train_mfu", ("megatron-lm", "llama3-paper", "verl-perf-docs"),
-                   "0.40 chosen from the published MFU range"),
     FittedConstant("hardware_profiles/a100-80gb.yaml", "decode_eta_mem", ("vidur",),
                    "~71% of HBM peak at batch 1, Llama-3-8B per-operator profile"),
     FittedConstant("hardware_profiles/a100-80gb.yaml", "decode_eta_compute", ("vidur",),
@@ -138,10 +143,9 @@ FITTED: tuple[FittedConstant, ...] = (
       for name, how in (("moe_gemm_eta_mem", "grouped GEMM across EP and TP, Frontier A800 Qwen3-30B-A3B"),
                         ("moe_gemm_eta_compute", "grouped GEMM across EP and TP, Frontier A800 Qwen3-30B-A3B"),
                         ("moe_routing_per_token_us", "gating + top-k + shuffle per token, Frontier A800"))),
-    FittedConstant("hardware_profiles/h20.yaml", "train_mfu", ("verl-one-step-off",),
-                   "sync FSDP2 update_actor 286 s"),
-    FittedConstant("hardware_profiles/h20.yaml", "forward_mfu", ("verl-one-step-off",),
-                   "sync FSDP2 old_log_prob 88 s"),
+    *(FittedConstant(f"hardware_profiles/{gpu}.yaml", "small_ops_eta_mem", (pub,),
+                     "rlsim calibrate ops: HBM share of a layer's norms, rope, activation and adds above the L2 knee")
+      for gpu, pub in (("h100-sxm", "vidur"), ("a100-80gb", "vidur"), ("a800", "frontier"))),
     FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.3.step_overhead_ms", ("vllm-v0.6-blog",),
                    "scheduling share (29%) of a 13 ms step"),
     FittedConstant("rlsim/sim/costs/engine_kinds.py", "vllm-0.3.host_per_seq_us", ("hybridflow",),
@@ -224,3 +228,34 @@ def constant_exists(c: FittedConstant) -> bool:
         if node is None:
             return False
     return True
+
+
+# Publications that measured single operators (kernels, collectives): a constant fitted to them prices one
+# kernel and is part of no system-level time, so no mechanism term can count it twice. Every other publication
+# is a system-level number (a step or phase time, an MFU).
+OPERATOR_PUBLICATIONS = frozenset({"vidur", "frontier"})
+# The terms a training or forward pass adds beside its operators (costs/training_ops.py, costs/long_context.py,
+# costs/training.py): a system-level efficiency fitted without one of them already holds what that term adds.
+TRAINING_MECHANISMS = ("attention", "logits", "recompute", "padding", "rank_imbalance", "clip_grad_norm",
+                       "micro_batch_fixed", "optimizer_step_fixed", "host_launches")
+# The hardware-profile fields a training or forward pass is priced with.
+TRAINING_PROFILE_FIELDS = ("train_mfu", "forward_mfu", "decode_eta_mem", "decode_eta_compute", "prefill_eta_compute",
+                           "gemm_fixed_us", "layer_small_ops_us", "small_ops_eta_mem", "kernel_launch_us",
+                           "collective_latency_us", "moe_gemm_eta_mem", "moe_gemm_eta_compute",
+                           "moe_routing_per_token_us", "moe_layer_fixed_us")
+
+
+def double_counted(fitted: tuple[FittedConstant, ...] = FITTED) -> list[str]:
+    """One line per profile value fitted to a system-level number that the training cost prices together with a
+    mechanism term its fit did not include (the same cost counted twice); empty when there is none."""
+    out = []
+    for c in fitted:
+        system = sorted(set(c.fitted_to) - OPERATOR_PUBLICATIONS)
+        if not c.where.startswith("hardware_profiles/") or c.constant not in TRAINING_PROFILE_FIELDS or not system:
+            continue
+        missing = [m for m in TRAINING_MECHANISMS if m not in c.includes]
+        if missing:
+            out.append(f"{c.where} {c.constant}: fitted to {', '.join(system)} (a system-level number) without "
+                       f"{', '.join(missing)}, which the training cost adds beside it: refit it with them on, or "
+                       "derive it from operators")
+    return out

@@ -64,8 +64,9 @@ REGRESSION_GUARD_PCT = {
     "verl checkpoint engine": 125.0,
     "InferSim": 65.0,
     # Set when the Fig. 5c scenario took the staleness ablation's own 8,192-token cap (docs/sources.md, Validation
-    # setups); under the 27,648-token cap these ratios missed by -11% to -41% (guard 42). rlsim's synchronous
-    # eta=0 run is too fast, and more so with shorter answers (docs/long-context.md, AReaL Fig. 5c).
+    # setups); under the 27,648-token cap these ratios missed by -11% to -41% (guard 42). Training is priced from
+    # the operator fit, nothing is fitted to the AReaL paper; rlsim's synchronous eta=0 run is too fast, and more
+    # so with shorter answers (docs/long-context.md, AReaL Fig. 5c).
     "AReaL 1.5B 8k-cap throughput eta=1 ": 36.0,
     "AReaL 1.5B 8k-cap throughput eta=": 58.0,
 }

@@ -23,8 +23,7 @@ CALIBRATED = (
     "decode_eta_compute",
     "decode_fixed_overhead_ms",
     "prefill_eta_compute",
-    "train_mfu",
-    "forward_mfu",
+    "small_ops_eta_mem",
     "collective_latency_us",
     "nic_gbit_per_s",
 )
@@ -212,7 +211,13 @@ def lookup(scn: Scenario, key: str) -> tuple[Any, dict[str, float]]:
             field = rest[0]
             if field not in profile_override_fields():
                 raise KeyError(f"not a hardware profile number; known: {', '.join(profile_override_fields())}")
-            return getattr(node.profile(), field), _bounds(HardwareProfile.model_fields[field].metadata)
+            value = getattr(node.profile(), field)
+            if value is None:
+                raise KeyError(f"{field} is not set on this pool's profile: " + (
+                    "training and forward passes are priced from the operator fit and their MFU is a result "
+                    "(vary the fitted efficiencies instead, e.g. prefill_eta_compute)" if field.endswith("_mfu")
+                    else "nothing to vary"))
+            return value, _bounds(HardwareProfile.model_fields[field].metadata)
         if isinstance(node, BaseModel):
             fields = type(node).model_fields
             if part not in fields:
@@ -370,16 +375,16 @@ _DECODE_CONSTANTS = ("decode_eta_mem", "decode_eta_compute", "decode_fixed_overh
 
 
 def _unused_constants(scn: Scenario, pool: str) -> list[str]:
-    """Calibrated constants no role on `pool` uses: decoding needs an engine there, train_mfu a trained
-    role (actor, critic), forward_mfu a role that runs forward passes."""
+    """Calibrated constants no role on `pool` uses: the decode ones need an engine there (the GEMM shares of
+    peak, or a trained or forward role), the memory-bound operators' share a trained or forward role."""
     roles = {name: role for name, role in scn.roles.items() if role.pool == pool}
     engines = any(role.engine is not None for role in roles.values())
     trained = any(name in ("actor", "critic") for name in roles)
     forwards = any(name in ("actor", "critic", "reference") or role.engine is None for name, role in roles.items()
                    if name != "rollout")
-    unused = [] if engines else list(_DECODE_CONSTANTS)
-    unused += [] if trained else ["train_mfu"]
-    unused += [] if forwards else ["forward_mfu"]
+    # The GEMM shares of peak price the training and forward passes too (costs/training_ops.py).
+    unused = [] if engines else [c for c in _DECODE_CONSTANTS if not ((trained or forwards) and "compute" in c)]
+    unused += [] if trained or forwards else ["small_ops_eta_mem"]
     return unused
 
 
