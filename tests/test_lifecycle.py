@@ -76,13 +76,13 @@ CASES = {
 # subclassed the fully-async schedule and overrode its private hooks (commit 176b466), which the composed
 # schedules matched; re-recorded, like tests/golden, whenever results move on purpose (since: agentic samples
 # scored, profiles refitted to operators, the rule-reward queue priced in one event per sample, engine host work
-# per step, the weight-sync paths).
+# per step, the weight-sync paths, training priced from operators).
 BEFORE = {
-    "roll-agentic": "e1199dc6c25270d0",
-    "roll-single": "802c6a04ccd57fef",
-    "areal-agentic-drop-stale": "0f3dfd9cfda404a3",
-    "areal-single-drop-stale-abort": "b772ed3e6c36a7aa",
-    "verl-single": "cb5d362cfe33b1fe",
+    "roll-agentic": "0b42aa2f3655163f",
+    "roll-single": "09915ecd4183406e",
+    "areal-agentic-drop-stale": "0dc1b3d6eb73e7e9",
+    "areal-single-drop-stale-abort": "cbe8d38255d12a29",
+    "verl-single": "b1a522daeb99329a",
 }
 
 

@@ -179,7 +179,8 @@ def test_bad_weight_sync_knobs_are_one_line_each(override, message):
 def test_colocated_runs_refuse_the_network_knobs():
     with pytest.raises(ScenarioError) as err:
         load_scenario("scenarios/quickstart.yaml", ["schedule.weight_sync.senders=all"])
-    assert "schedule.weight_sync.senders: with placement 'colocate': the rollout shares the actor's GPUs" in str(err.value)
+    assert ("schedule.weight_sync.senders: with placement 'colocate': the rollout shares the actor's GPUs"
+            in str(err.value))
 
 
 def test_colocated_switch_pays_per_tensor_calls_or_the_host_bounce():
