@@ -20,7 +20,7 @@ SPECS = {
     "rtx5090": (209.5, 32, 1.792, 0, 100, None),
 }
 BASE = {"gb200": "b200", "gb300": "b200", "b300": "b200", "rtx4090-48gb": "l40s", "rtx5090": "l40s"}
-EFFICIENCIES = ("decode_eta_mem", "decode_eta_compute", "prefill_eta_compute", "train_mfu", "forward_mfu",
+EFFICIENCIES = ("decode_eta_mem", "decode_eta_compute", "prefill_eta_compute", "small_ops_eta_mem",
                 "collective_latency_us", "p2p_latency_us", "p2p_latency_inter_node_us", "gemm_fixed_us",
                 "layer_small_ops_us", "kernel_launch_us", "moe_layer_fixed_us", "attention_fixed_us")
 

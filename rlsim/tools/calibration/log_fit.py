@@ -302,7 +302,7 @@ def fit_log(
 
 # A logged step this many times the scenario's own (before fitting) is not the same job in seconds: a log in
 # milliseconds is 1000x. No factor within its bounds (FACTORS) closes a gap of this size.
-MS_RATIO = 100.0
+MS_RATIO = 30.0
 
 
 def _check_seconds(logged: dict[str, float], simulated: dict[str, float]) -> None:
