@@ -283,7 +283,8 @@ def test_a_logged_value_too_large_to_be_a_measurement_is_refused_in_one_line(tmp
 
 
 def test_a_log_in_milliseconds_under_a_week_is_refused_against_the_scenarios_own_step(tmp_path):
-    """74,900 "s" a step passed the one-week check; against the scenario's simulated step it is ~90x off (refused past 30x: milliseconds are 1000x)."""
+    """74,900 "s" a step passed the one-week check; against the scenario's simulated step it is ~90x off (refused
+    past 30x: milliseconds are 1000x)."""
     log = tmp_path / "ms.log"
     log.write_text("step:10 - timing_s/gen:32100.0 - timing_s/generate_sequences:24700.0 - timing_s/old_log_prob:"
                    "8800.0 - timing_s/update_actor:28600.0 - timing_s/step:74900.0\n")
