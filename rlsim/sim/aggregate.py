@@ -1,0 +1,167 @@
+"""Aggregate mode: simulate a share of N identical rollout engines with the same share of the load.
+
+Replica sampling with scaled load. The N rollout engines of a scenario are identical and a dispatcher
+spreads the load evenly over them, so k = N / f of them, given 1/f of the generation load, behave as
+the whole fleet does. The reduced run keeps everything else of the scenario (pools, layouts, the
+training side) and:
+
+- builds k engines, each standing for f in the GPU ledger (its busy intervals count f x tp GPUs, so
+  idle per pool and the cluster's idle stay right);
+- divides the generation load by f: prompts per step, the asynchronous trainer's batch and admission
+  caps, and the tool pools' concurrency (rounded up);
+- trains exactly: the trainer's phases take the batch repeated f times (the same length distribution
+  at the full size, on the full training GPUs), and a weight sync reaches all N engines' GPUs;
+- scales the step rows' counts (samples, tokens, groups, preemptions) and the token and trajectory
+  totals back by f; rates, times, fractions and staleness need no scaling.
+
+The long tail of a synchronous step: with N engines the step waits for the engine that drew the
+longest sequences of the whole batch; k engines given a random 1/f of the batch would miss them. A
+synchronous batch is therefore drawn at the full size and subsampled by rank: the groups sorted by
+their longest response, one group taken from each block of f (a random offset), and the first block's
+pick replaced by the longest group. The subsample keeps the length distribution and the batch's
+longest sequences, so the slowest of the k engines is the slowest of the N.
+
+What it does not keep: per-engine tables (engine_stats, samples) hold the simulated engines and samples
+only; scenarios whose rollout engines are not interchangeable fall back to the exact mode (`plan`
+says why).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rlsim.sim.scenario.schema import Scenario
+
+# Step-row columns that count things across the fleet: multiplied by the factor. Everything else in a
+# step row is a time, a rate, a fraction, a staleness or a label.
+SCALED_COLUMNS = (
+    "samples", "prompt_tokens", "response_tokens", "tokens", "preemptions", "samples/multi_version",
+    "samples/dropped_stale", "trainer/prompt_groups", "routing/affinity_hits", "routing/prefill_saved_tokens",
+)
+SUPPORTED_KINDS = ("generation-only", "hybridflow", "one-step-off", "fully-async")
+SYNC_KINDS = ("generation-only", "hybridflow", "one-step-off")  # batches generated at once: tail subsampling
+# How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py
+# (docs/scaling.md): the largest relative difference over the measured scenarios, per summary figure.
+EXPECTED_DIFFERENCE = "throughput and step time within ~3%, idle within ~2 points (benchmarks/aggregate_agreement.py)"
+
+
+@dataclass(frozen=True)
+class AggregatePlan:
+    """What an aggregate run simulates: `reduced` (1/factor of the generation load) on engines/factor engines."""
+
+    factor: int
+    engines: int  # rollout engines of the full scenario
+    reduced: Scenario
+
+
+def _divisors_desc(n: int) -> list[int]:
+    return sorted({d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
+
+
+def plan(scn: Scenario) -> tuple[AggregatePlan | None, str]:
+    """The aggregate plan of a (placement-resolved) scenario, or None and why it runs exactly instead."""
+    spec, algo = scn.schedule, scn.algorithm
+    if spec.kind not in SUPPORTED_KINDS:
+        return None, f"schedule kind {spec.kind!r} (aggregate mode covers {', '.join(SUPPORTED_KINDS)})"
+    for option in ("resplit", "tail_reshard", "lora", "routing"):
+        if getattr(spec, option, None) is not None:
+            return None, f"schedule.{option} is set"
+    if getattr(spec, "verl_rule", False) or getattr(spec, "require_batches", None) is not None:
+        return None, "verl fully_async's staleness rule"
+    if "reward" in scn.roles and scn.roles["reward"].engine is not None:
+        return None, "an LLM judge serves the reward"
+    if scn.workload.length_trace is not None:
+        return None, "lengths replayed from a trace"
+    tp = scn.layout("rollout").engine_gpus
+    engines = scn.role_gpus("rollout") // tp
+    sizes = [engines, algo.prompts_per_step]
+    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+        value = getattr(spec, name, None)
+        if value is not None:
+            sizes.append(value)
+    common = math.gcd(*sizes)
+    want = scn.simulation.engines
+    factor = next((d for d in _divisors_desc(common) if engines // d >= want), 1)
+    if factor == 1:
+        return None, (f"{engines} rollout engines: no share of them leaves at least simulation.engines={want} "
+                      f"engines and divides the batch sizes {sizes[1:]}")
+    return AggregatePlan(factor, engines, _reduced(scn, factor)), ""
+
+
+def _reduced(scn: Scenario, f: int) -> Scenario:
+    """The scenario with 1/f of the generation load (pools, roles and layouts unchanged)."""
+    algo = scn.algorithm.model_copy(update={"prompts_per_step": scn.algorithm.prompts_per_step // f})
+    spec_update = {}
+    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+        value = getattr(scn.schedule, name, None)
+        if value is not None:
+            spec_update[name] = value // f
+    schedule = scn.schedule.model_copy(update=spec_update)
+    envs = scn.environments
+    pools = {name: p.model_copy(update={"concurrency": max(1, math.ceil(p.concurrency / f))})
+             for name, p in envs.pools.items()}
+    environments = envs.model_copy(update={"pools": pools})
+    return scn.model_copy(update={"algorithm": algo, "schedule": schedule, "environments": environments})
+
+
+class TailSubsample:
+    """A synchronous batch's lengths drawn at the full size, subsampled by rank keeping the longest group."""
+
+    def __init__(self, lengths, factor: int, rng: np.random.Generator):
+        self.lengths, self.factor, self.rng = lengths, factor, rng
+
+    def __call__(self, n_groups: int, group_size: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        f = self.factor
+        prompt, response = self.lengths(n_groups * f, group_size, step)
+        longest = response.reshape(n_groups * f, group_size).max(axis=1)
+        order = np.argsort(-longest, kind="stable")  # groups, longest first
+        picks = order[np.arange(n_groups) * f + int(self.rng.integers(f))]
+        picks[0] = order[0]  # the batch's longest group always among the simulated ones
+        picks = np.sort(picks)  # keep the drawn order (dispatch is by position)
+        rows = (picks[:, None] * group_size + np.arange(group_size)).ravel()
+        return prompt[rows], response[rows]
+
+
+def attach(schedule, plan_: AggregatePlan) -> None:
+    """After the schedule is built on the reduced scenario: synchronous batches keep the full batch's tail."""
+    if schedule.scenario.schedule.kind in SYNC_KINDS and hasattr(schedule, "lengths"):
+        schedule.lengths = TailSubsample(schedule.lengths, plan_.factor, schedule.env.rng)
+
+
+def scale_steps(steps: pd.DataFrame, f: int) -> pd.DataFrame:
+    steps = steps.copy()
+    for col in SCALED_COLUMNS:
+        if col in steps.columns:
+            steps[col] = steps[col] * f
+    return steps
+
+
+def scale_counts(values: dict, f: int) -> dict:
+    return {k: v * f if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in values.items()}
+
+
+def meta(plan_: AggregatePlan | None, reason: str, requested: str) -> dict:
+    """The meta.json keys saying which mode ran and how far it is expected to be from the exact mode."""
+    if plan_ is None:
+        out = {"simulation_mode": "exact"}
+        if requested == "aggregate":
+            out["aggregate_fallback"] = f"ran exactly: {reason}"
+        return out
+    return {"simulation_mode": "aggregate", "aggregate_factor": plan_.factor,
+            "aggregate_engines_simulated": plan_.engines // plan_.factor, "aggregate_engines": plan_.engines,
+            "aggregate_expected_difference": EXPECTED_DIFFERENCE}
+
+
+def describe(meta_: dict) -> str | None:
+    """One line for the screen, or None for an exact run that was not asked to aggregate."""
+    if meta_.get("simulation_mode") == "aggregate":
+        return (f"aggregate mode: {meta_['aggregate_engines_simulated']} of {meta_['aggregate_engines']} rollout "
+                f"engines simulated (1/{meta_['aggregate_factor']} of the load); expected vs exact: "
+                f"{meta_['aggregate_expected_difference']}")
+    if "aggregate_fallback" in meta_:
+        return f"aggregate mode not applicable, {meta_['aggregate_fallback']}"
+    return None
