@@ -358,7 +358,7 @@ class RLSchedule(Schedule):
     def train_batch(self, seq_lens: np.ndarray, timing: dict, skip: tuple[str, ...] = ()):
         """verl's trainer side of a step: forward phases (concurrent across pools), then the updates."""
         env, scn = self.env, self.scenario
-        scale = getattr(env, "load_scale", 1)  # aggregate mode: the trainer takes the full batch (rlsim/sim/aggregate.py)
+        scale = getattr(env, "load_scale", 1)  # aggregate mode: the trainer takes the full batch (sim/aggregate.py)
         if scale > 1:
             seq_lens = np.tile(seq_lens, scale)
         forwards = []
