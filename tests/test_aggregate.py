@@ -1,0 +1,85 @@
+"""Aggregate mode (rlsim/sim/aggregate.py): a share of identical rollout engines with the same share of the load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlsim.sim import aggregate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.scenario.placement import resolve_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.sim.workload import LengthSampler
+
+SCENARIOS = shipped_dir("scenarios")
+GRPO_7B = SCENARIOS / "hybridflow" / "grpo-qwen2.5-7b-h100.yaml"
+X8 = ["cluster.pools.main.nodes=16", "algorithm.prompts_per_step=512"]  # 128 H100, 64 engines: shipped load per GPU
+
+
+def _resolved(path, overrides=()):
+    scn, problems = resolve_scenario(load_scenario(path, list(overrides)))
+    assert not problems
+    return scn
+
+
+def test_plan_takes_the_largest_share_that_leaves_enough_engines_and_divides_the_batches():
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml"))
+    assert why == "" and plan.engines == 96 and plan.factor == 4  # 24 engines >= 16; 128 prompt groups / 4
+    reduced = plan.reduced
+    assert reduced.algorithm.prompts_per_step == 32
+    assert reduced.schedule.consumer_batch_size == 32 and reduced.schedule.max_concurrent_rollouts == 32
+    assert reduced.environments.pools["search_clients"].concurrency == 80
+    assert reduced.cluster == plan.reduced.cluster  # pools and layouts unchanged: training stays exact
+
+
+def test_plan_falls_back_with_a_reason():
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "quickstart.yaml"))
+    assert plan is None and "4 rollout engines" in why
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "roll" / "rlvr-qwen2.5-7b-async.yaml"))
+    assert plan is None and "roll" in why
+
+
+def test_fallback_runs_exactly_and_says_so():
+    scn = load_scenario(SCENARIOS / "quickstart.yaml", ["steps=1", "simulation.mode=aggregate"])
+    res = simulate(scn)
+    exact = simulate(load_scenario(SCENARIOS / "quickstart.yaml", ["steps=1"]))
+    assert res.meta["simulation_mode"] == "exact" and "ran exactly" in res.meta["aggregate_fallback"]
+    assert res.summary == exact.summary
+    assert aggregate.describe(exact.meta) is None
+
+
+def test_simulation_section_is_strict():
+    with pytest.raises(ScenarioError):
+        load_scenario(GRPO_7B, ["simulation.mode=fluid"])
+    with pytest.raises(ScenarioError):
+        load_scenario(GRPO_7B, ["simulation.engine=4"])
+
+
+def test_aggregate_agrees_with_exact_on_a_128_gpu_synchronous_run():
+    exact = simulate(load_scenario(GRPO_7B, [*X8, "steps=2"]))
+    agg = simulate(load_scenario(GRPO_7B, [*X8, "steps=2", "simulation.mode=aggregate"]))
+    assert agg.meta["simulation_mode"] == "aggregate" and agg.meta["aggregate_factor"] == 4
+    assert "rollout engines simulated" in aggregate.describe(agg.meta)
+    assert agg.meta["events"] < exact.meta["events"] / 2
+    # counts scaled back: every step trains the full batch
+    assert (agg.measured_steps["samples"] == 512 * 8).all()
+    e, a = exact.summary, agg.summary
+    assert a["throughput_tokens_per_s"] == pytest.approx(e["throughput_tokens_per_s"], rel=0.04)
+    assert a["step_time_s"] == pytest.approx(e["step_time_s"], rel=0.04)
+    assert a["gpu_idle_fraction"] == pytest.approx(e["gpu_idle_fraction"], abs=0.02)
+    # the synchronous step's tail: the generation phase waits for the slowest engine of all 64
+    gen_e, gen_a = exact.measured_steps["timing_s/gen"].mean(), agg.measured_steps["timing_s/gen"].mean()
+    assert gen_a == pytest.approx(gen_e, rel=0.04)
+
+
+def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
+    scn = load_scenario(GRPO_7B)
+    rng = np.random.default_rng(3)
+    full = LengthSampler(scn.workload, np.random.default_rng(3))(256 * 8, 8, 0)[1]
+    sub = aggregate.TailSubsample(LengthSampler(scn.workload, np.random.default_rng(3)), 8, rng)
+    prompt, response = sub(256, 8, 0)
+    assert len(prompt) == len(response) == 256 * 8
+    assert response.max() == full.max()  # the same draw: the batch's longest sequence is simulated
+    assert response.mean() == pytest.approx(full.mean(), rel=0.05)
