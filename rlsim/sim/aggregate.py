@@ -126,6 +126,29 @@ class TailSubsample:
         return prompt[rows], response[rows]
 
 
+def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> float:
+    """Seconds the slowest of `engines` x `factor` engines is expected to finish after the slowest of `engines`.
+
+    Extreme-value scaling of the finishing times of the simulated engines (each engine's last request of
+    the batch, measured from `start_s`): above its upper quartile the tail is taken as exponential, whose
+    scale b is the mean excess of the top quarter over the quartile; the expected maximum of n draws of
+    an exponential tail grows as b x H(n) (H the harmonic number), so the N-engine maximum lies
+    b x (H(N) - H(k)) beyond the k-engine one. Zero with fewer than four engines that finished work.
+    """
+    finish: dict[str, float] = {}
+    for r in reqs:
+        if r.engine is not None and r.finished_s is not None:
+            finish[r.engine] = max(finish.get(r.engine, start_s), r.finished_s)
+    k = len(finish)
+    if k < 4 or factor <= 1:
+        return 0.0
+    times = np.sort(np.fromiter(finish.values(), float, k)) - start_s
+    m = max(2, k // 4)
+    scale = float(np.mean(times[-m:] - times[-m - 1]))
+    n = np.arange(1, k * factor + 1, dtype=float)
+    return max(0.0, scale * float(np.sum(1.0 / n[k:])))
+
+
 def attach(schedule, plan_: AggregatePlan) -> None:
     """After the schedule is built on the reduced scenario: synchronous batches keep the full batch's tail."""
     if schedule.scenario.schedule.kind in SYNC_KINDS and hasattr(schedule, "lengths"):
