@@ -83,3 +83,19 @@ def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
     assert len(prompt) == len(response) == 256 * 8
     assert response.max() == full.max()  # the same draw: the batch's longest sequence is simulated
     assert response.mean() == pytest.approx(full.mean(), rel=0.05)
+
+
+def test_tail_extension_extrapolates_an_exponential_tail_to_all_engines():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    k, factor, scale = 64, 8, 5.0
+    extensions = []
+    for _ in range(200):
+        finish = 100 + rng.exponential(scale, k)
+        reqs = [SimpleNamespace(engine=f"e{i}", finished_s=t) for i, t in enumerate(finish)]
+        extensions.append(aggregate.tail_extension(reqs, 0.0, k, factor))
+    expected = scale * float(np.sum(1.0 / np.arange(k + 1, k * factor + 1)))  # E[max of 512] - E[max of 64]
+    assert np.mean(extensions) == pytest.approx(expected, rel=0.15)
+    one = [SimpleNamespace(engine="e0", finished_s=3.0)]
+    assert aggregate.tail_extension(one, 0.0, 1, 8) == 0.0  # too few engines to say anything

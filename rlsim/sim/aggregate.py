@@ -9,8 +9,8 @@ training side) and:
   idle per pool and the cluster's idle stay right);
 - divides the generation load by f: prompts per step, the asynchronous trainer's batch and admission
   caps, and the tool pools' concurrency (rounded up);
-- trains exactly: the trainer's phases take the batch repeated f times (the same length distribution
-  at the full size, on the full training GPUs), and a weight sync reaches all N engines' GPUs;
+- trains exactly: the trainer's phases take a full-size batch (this step's share with recent steps'
+  shares, `TrainerBatch`) on the full training GPUs, and a weight sync reaches all N engines' GPUs;
 - scales the step rows' counts (samples, tokens, groups, preemptions) and the token and trajectory
   totals back by f; rates, times, fractions and staleness need no scaling.
 
@@ -29,6 +29,7 @@ says why).
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,8 +150,35 @@ def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> flo
     return max(0.0, scale * float(np.sum(1.0 / n[k:])))
 
 
+class TrainerBatch:
+    """The full-size batch the trainer takes in an aggregate run, built from the simulated share.
+
+    This step's share of the sequences and the shares of up to `window - 1` previous steps, repeated to f x
+    the share's size (the current share first). Repeating the current share alone would hand the trainer
+    1/f as many distinct lengths as the exact run has: a noisier step time (a 32k-token trajectory more or
+    less in the share moves it by several percent) and a batch of identical copies that balances across
+    data-parallel ranks better than real lengths do. Previous steps' lengths add distinct values; the window
+    bounds how far back they reach (a drifting length distribution lags by at most window - 1 steps).
+    """
+
+    def __init__(self, factor: int, window: int = 8):
+        self.factor = factor
+        self.history: deque[np.ndarray] = deque(maxlen=max(0, min(factor, window) - 1))
+
+    def __call__(self, seq_lens: np.ndarray) -> np.ndarray:
+        need = len(seq_lens) * self.factor
+        pool = np.concatenate([seq_lens, *reversed(self.history)]) if self.history else seq_lens
+        if self.history.maxlen:
+            self.history.append(seq_lens)
+        if len(pool) == 0:
+            return pool
+        return np.tile(pool, -(-need // len(pool)))[:need]
+
+
 def attach(schedule, plan_: AggregatePlan) -> None:
-    """After the schedule is built on the reduced scenario: synchronous batches keep the full batch's tail."""
+    """After the schedule is built on the reduced scenario: the trainer's full batch; synchronous batches keep
+    the full batch's tail."""
+    schedule.full_batch = TrainerBatch(plan_.factor)
     if schedule.scenario.schedule.kind in SYNC_KINDS and hasattr(schedule, "lengths"):
         schedule.lengths = TailSubsample(schedule.lengths, plan_.factor, schedule.env.rng)
 
@@ -161,6 +189,20 @@ def scale_steps(steps: pd.DataFrame, f: int) -> pd.DataFrame:
         if col in steps.columns:
             steps[col] = steps[col] * f
     return steps
+
+
+TOOL_COUNT_COLUMNS = ("calls", "ok_calls", "failed_calls", "attempts", "failed_attempts", "timeouts")
+
+
+def scale_tools(tools: pd.DataFrame | None, f: int) -> pd.DataFrame | None:
+    """Per-tool call counts of the simulated share, scaled back to the whole fleet."""
+    if tools is None:
+        return None
+    tools = tools.copy()
+    for col in TOOL_COUNT_COLUMNS:
+        if col in tools.columns:
+            tools[col] = tools[col] * f
+    return tools
 
 
 def scale_counts(values: dict, f: int) -> dict:

@@ -133,6 +133,8 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
     summary.update(aggregate.scale_counts(counts, scale) if scale > 1 else counts)
     samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
     tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
+    if scale > 1:
+        tools = aggregate.scale_tools(tools, scale)
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
     if trajs is not None:
         summary.update(_waste(trajs, timeline))

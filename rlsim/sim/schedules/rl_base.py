@@ -364,7 +364,7 @@ class RLSchedule(Schedule):
         env, scn = self.env, self.scenario
         scale = getattr(env, "load_scale", 1)  # aggregate mode: the trainer takes the full batch (sim/aggregate.py)
         if scale > 1:
-            seq_lens = np.tile(seq_lens, scale)
+            seq_lens = self.full_batch(seq_lens)
         forwards = []
         for phase, role in FORWARD_PHASES:
             if phase in skip:
