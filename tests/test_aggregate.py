@@ -93,9 +93,10 @@ def test_tail_extension_extrapolates_an_exponential_tail_to_all_engines():
     extensions = []
     for _ in range(200):
         finish = 100 + rng.exponential(scale, k)
-        reqs = [SimpleNamespace(engine=f"e{i}", finished_s=t) for i, t in enumerate(finish)]
-        extensions.append(aggregate.tail_extension(reqs, 0.0, k, factor))
-    expected = scale * float(np.sum(1.0 / np.arange(k + 1, k * factor + 1)))  # E[max of 512] - E[max of 64]
+        reqs = [SimpleNamespace(engine=f"e{i}", finished_s=t, max_new_tokens=100) for i, t in enumerate(finish)]
+        reqs.append(SimpleNamespace(engine="e64", finished_s=90.0, max_new_tokens=200))  # the longest, done early
+        extensions.append(aggregate.tail_extension(reqs, 0.0, k + 1, factor))
+    expected = scale * float(np.sum(1.0 / np.arange(k + 1, (k + 1) * factor)))  # E[max of 519] - E[max of 64]
     assert np.mean(extensions) == pytest.approx(expected, rel=0.15)
-    one = [SimpleNamespace(engine="e0", finished_s=3.0)]
+    one = [SimpleNamespace(engine="e0", finished_s=3.0, max_new_tokens=5)]
     assert aggregate.tail_extension(one, 0.0, 1, 8) == 0.0  # too few engines to say anything

@@ -11,7 +11,7 @@ from rlsim.sim.scenario.schema.base import Strict
 
 class SimulationSpec(Strict):
     """`exact` simulates every rollout engine and every sample; `aggregate` simulates a share of the identical
-    rollout engines with the same share of the generation load and scales the results back (docs/scaling.md)."""
+    rollout engines with the same share of the generation load and scales the results back (docs/usage.md)."""
 
     mode: Literal["exact", "aggregate"] = Field(
         default="exact", description="exact: every engine; aggregate: a sample of the rollout engines (faster)"
