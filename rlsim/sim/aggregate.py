@@ -21,7 +21,7 @@ replaced by the longest group): the share keeps the length distribution and the 
 sequences. (2) Even then the slowest of k engines finishes earlier than the slowest of N (many engines
 hold a long sequence; the one with the heaviest load beside it is the last): when the k engines are
 done, the step waits `tail_extension`, the extreme-value estimate of how much later the N-th would be
-(an exponential tail fitted to the k engines' finishing times above their upper quartile).
+(a generalized Pareto tail, bounded to exponential, fitted to the k engines' finishing times).
 
 Asynchronous runs need neither: their batches are admitted group by group, and a weight sync's pause
 (the slowest engine reaching a step boundary) is short against a step.
@@ -138,16 +138,31 @@ class TailSubsample:
         return prompt[rows], response[rows]
 
 
+def _gpd_tail(excess: np.ndarray) -> tuple[float, float]:
+    """(scale, shape) of a generalized Pareto tail fitted to threshold excesses by probability-weighted
+    moments (Hosking & Wallis 1987), the shape clamped to [-1, 0]: finishing times have a bounded tail
+    (lengths are capped) or an exponential one, never a heavier one."""
+    y = np.sort(excess)
+    m = len(y)
+    a0 = float(y.mean())
+    a1 = float(np.mean(y * (1 - (np.arange(1, m + 1) - 0.35) / m)))
+    if a0 <= 0 or a0 - 2 * a1 <= 0:
+        return a0, 0.0
+    shape = min(0.0, max(-1.0, 2 - a0 / (a0 - 2 * a1)))  # Hosking's k = -shape
+    return a0 * (1 - shape), shape  # the scale of a GPD with this mean excess
+
+
 def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> float:
     """Seconds the slowest of `engines` x `factor` engines is expected to finish after the slowest of `engines`.
 
     The engine holding the batch's longest sequence is simulated (TailSubsample keeps it); the other
     N - 1 engines are represented by the k - 1 others. Extreme-value scaling of their finishing times
-    (each engine's last request of the batch, from `start_s`): above their upper quartile the tail is
-    taken as exponential, its scale b the mean excess of the top quarter over the quartile; the expected
-    maximum of n draws grows as b x H(n) (H the harmonic number), so the slowest of N - 1 lies
-    b x (H(N - 1) - H(k - 1)) beyond the slowest of k - 1. The step ends at the later of that and the
-    longest sequence's engine. Zero with fewer than five engines that finished work.
+    (each engine's last request of the batch, from `start_s`): the excesses of the top half over the
+    median are fitted a generalized Pareto tail (scale s, shape x in [-1, 0]: bounded to exponential), whose
+    quantile at 1 - 1/n gives the expected slowest of n, Q(n) = u + s/x ((p n)^x - 1) (s ln(p n) for x = 0;
+    p the share above the threshold u). The slowest of the N - 1 lies Q(N - 1) - Q(k - 1) beyond the
+    slowest of the k - 1; the step ends at the later of that and the longest sequence's engine. Zero with
+    fewer than five engines that finished work.
     """
     finish: dict[str, float] = {}
     longest: tuple[int, str | None] = (-1, None)
@@ -162,10 +177,16 @@ def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> flo
     slowest = max(finish.values()) - start_s
     held = finish.pop(longest[1], start_s) - start_s  # the engine with the batch's longest sequence
     others = np.sort(np.fromiter(finish.values(), float, len(finish))) - start_s
-    m = max(2, len(others) // 4)
-    scale = float(np.mean(others[-m:] - others[-m - 1]))
-    n = np.arange(1, k * factor, dtype=float)  # H(N - 1) - H(k - 1): terms k .. N - 1
-    others_max = others[-1] + scale * float(np.sum(1.0 / n[len(others):]))
+    m = max(3, len(others) // 2)
+    scale, shape = _gpd_tail(others[-m:] - others[-m - 1])
+    share = m / len(others)
+
+    def quantile(n: int) -> float:  # above the threshold
+        if shape == 0.0:
+            return scale * math.log(share * n)
+        return scale / shape * ((share * n) ** shape - 1)
+
+    others_max = others[-1] + max(0.0, quantile(k * factor - 1) - quantile(len(others)))
     return max(0.0, max(held, others_max) - slowest)
 
 
