@@ -47,7 +47,7 @@ def test_fallback_runs_exactly_and_says_so():
     exact = simulate(load_scenario(SCENARIOS / "quickstart.yaml", ["steps=1"]))
     assert res.meta["simulation_mode"] == "exact" and "ran exactly" in res.meta["aggregate_fallback"]
     assert res.summary == exact.summary
-    assert aggregate.describe(exact.meta) is None
+    assert aggregate.describe_mode(exact.meta) is None
 
 
 def test_simulation_section_is_strict():
@@ -61,7 +61,7 @@ def test_aggregate_agrees_with_exact_on_a_128_gpu_synchronous_run():
     exact = simulate(load_scenario(GRPO_7B, [*X8, "steps=2"]))
     agg = simulate(load_scenario(GRPO_7B, [*X8, "steps=2", "simulation.mode=aggregate"]))
     assert agg.meta["simulation_mode"] == "aggregate" and agg.meta["aggregate_factor"] == 4
-    assert "rollout engines simulated" in aggregate.describe(agg.meta)
+    assert "rollout engines simulated" in aggregate.describe_mode(agg.meta)
     assert agg.meta["events"] < exact.meta["events"] / 2
     # counts scaled back: every step trains the full batch
     assert (agg.measured_steps["samples"] == 512 * 8).all()

@@ -253,7 +253,7 @@ def meta(plan_: AggregatePlan | None, reason: str, requested: str) -> dict:
             "aggregate_expected_difference": EXPECTED_DIFFERENCE[family]}
 
 
-def describe(meta_: dict) -> str | None:
+def describe_mode(meta_: dict) -> str | None:
     """One line for the screen, or None for an exact run that was not asked to aggregate."""
     if meta_.get("simulation_mode") == "aggregate":
         return (f"aggregate mode: {meta_['aggregate_engines_simulated']} of {meta_['aggregate_engines']} rollout "

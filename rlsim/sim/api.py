@@ -8,7 +8,8 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   model; bad input raises `ScenarioError` (a list of `Problem`: file, dotted path, what is wrong);
   `did_you_mean` / `closest` for a misspelt key or value, `model_problems` (a pydantic error as
   problems), `MAX_CSV_BYTES` (the bound on a read).
-- Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
+- Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress; `describe_mode`
+  (the line saying an aggregate run ran, or fell back to exact, from `Result.meta`).
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
   `HardwareProfile`, `profile_numeric_fields`, `resolve_preset`, `preset_names`, `ModelShape`; bounded YAML
   reading (`read_text_bounded`, `parse_yaml`, `YamlInputError`).
@@ -43,6 +44,7 @@ _WHERE = {
     "simulate": "rlsim.sim.simulate",
     "Result": "rlsim.sim.simulate",
     "SimulationStalled": "rlsim.sim.simulate",
+    "describe_mode": "rlsim.sim.aggregate",
     "shipped_dir": "rlsim.sim.paths",
     "load_profile": "rlsim.sim.hardware",
     "available_profiles": "rlsim.sim.hardware",

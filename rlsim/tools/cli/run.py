@@ -100,9 +100,9 @@ def run(
         stats.to_csv(out_dir / "summary_ci.csv", index_label="metric")
         written += [out_dir / "seeds.csv", out_dir / "summary_ci.csv"]
     print_summary(results[0], stats=stats)
-    from rlsim.sim.aggregate import describe
+    from rlsim.sim.api import describe_mode
 
-    if (line := describe(results[0].meta)) is not None:
+    if (line := describe_mode(results[0].meta)) is not None:
         console.print(line, highlight=False, soft_wrap=True)
     if scn.calibration is not None:  # a `calibration:` overlay: its ± band on the predicted figures
         from rlsim.tools.calibration.log_report import band_lines
