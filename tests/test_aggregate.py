@@ -69,6 +69,9 @@ def test_aggregate_agrees_with_exact_on_a_128_gpu_synchronous_run():
     assert a["throughput_tokens_per_s"] == pytest.approx(e["throughput_tokens_per_s"], rel=0.04)
     assert a["step_time_s"] == pytest.approx(e["step_time_s"], rel=0.04)
     assert a["gpu_idle_fraction"] == pytest.approx(e["gpu_idle_fraction"], abs=0.02)
+    # engine efficiency counts each simulated engine as the engines it stands for
+    assert a["mbu_by_phase"]["main/generate"] == pytest.approx(e["mbu_by_phase"]["main/generate"], rel=0.05)
+    assert a["mfu_by_phase"]["main/generate"] == pytest.approx(e["mfu_by_phase"]["main/generate"], rel=0.05)
     # the synchronous step's tail: the generation phase waits for the slowest engine of all 64
     gen_e, gen_a = exact.measured_steps["timing_s/gen"].mean(), agg.measured_steps["timing_s/gen"].mean()
     assert gen_a == pytest.approx(gen_e, rel=0.04)
