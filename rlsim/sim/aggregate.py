@@ -55,8 +55,8 @@ SYNC_KINDS = ("generation-only", "hybridflow", "one-step-off")  # batches genera
 # largest differences seen.
 EXPECTED_DIFFERENCE = {
     "sync": "throughput and step time within ~2%, the generation tail within ~4%, idle per pool within ~3 points",
-    "async": "throughput and step time within ~2%, staleness within ~3%; idle per pool within ~1 point, but up "
-             "to ~7 points lower in agentic runs (the simulated engines look busier than the whole fleet)",
+    "async": "throughput and step time within ~3.5%, staleness within ~1%, idle per pool within ~4 points "
+             "(per seed: an aggregate run is noisier, give it more steps or seeds)",
 }
 
 
