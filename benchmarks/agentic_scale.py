@@ -6,12 +6,14 @@ groups per step, rollouts in flight and tool-pool slots, so that every engine an
 load as in the shipped run. Prints per case the medians over repeats of wall time, process CPU time,
 sim-s per wall-s and per CPU-s, events and microseconds of wall time per event.
 
-    python benchmarks/agentic_scale.py [--repeats 3] [--steps 2] [--case 128|1024]
+    python benchmarks/agentic_scale.py [--repeats 3] [--steps 2] [--case 128|1024] [--mode exact|aggregate]
+        [--engines 16]   (aggregate: rollout engines simulated at least; also prints peak memory)
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 
@@ -27,15 +29,16 @@ SCALE_1024 = [  # 8x the shipped 128 GPUs, every per-GPU load kept
 ]
 
 
-def case_overrides(case: str, steps: int | None) -> list[str]:
+def case_overrides(case: str, steps: int | None, mode: str = "exact", engines: int = 16) -> list[str]:
     overrides = list(SCALE_1024) if case == "1024" else []
+    overrides += [f"simulation.mode={mode}", f"simulation.engines={engines}"]
     if steps is not None:
         overrides.append(f"steps={steps}")
     return overrides
 
 
-def measure(case: str, steps: int | None, repeats: int) -> dict:
-    scn = load_scenario(SCENARIO, case_overrides(case, steps))
+def measure(case: str, steps: int | None, repeats: int, mode: str = "exact", engines: int = 16) -> dict:
+    scn = load_scenario(SCENARIO, case_overrides(case, steps, mode, engines))
     walls, cpus, res = [], [], None
     for _ in range(repeats):
         c0, t0 = time.process_time(), time.perf_counter()
@@ -56,11 +59,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=None, help="measured steps (default: the scenario's, 5)")
     ap.add_argument("--case", choices=["128", "1024", "both"], default="both")
+    ap.add_argument("--mode", choices=["exact", "aggregate"], default="exact")
+    ap.add_argument("--engines", type=int, default=16, help="aggregate mode: rollout engines simulated at least")
     args = ap.parse_args()
     cases = ["128", "1024"] if args.case == "both" else [args.case]
     steps = {"128": args.steps, "1024": args.steps if args.steps is not None else 2}
-    rows = [measure(c, steps[c], args.repeats) for c in cases]
-    print(f"medians of {args.repeats} runs")
+    rows = [measure(c, steps[c], args.repeats, args.mode, args.engines) for c in cases]
+    print(f"medians of {args.repeats} runs, {args.mode} mode")
     header = (f"{'case':<10} {'steps':>5} {'sim s':>8} {'events':>9} {'wall s':>7} {'cpu s':>7} {'sim/wall':>9} "
               f"{'sim/cpu':>8} {'us/event':>9} {'tokens/s':>10} {'step s':>7} {'idle':>6}")
     print(header)
@@ -71,6 +76,7 @@ def main() -> None:
               f"{r['throughput']:>10.0f} {r['step_time_s']:>7.1f} {r['idle']:>6.3f}")
     for r in rows:
         print(f"sim_s_per_wall_s_{r['case'].split()[0]}_gpus: {r['sim_per_wall']:.1f}")
+    print(f"peak memory (max RSS): {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 if __name__ == "__main__":

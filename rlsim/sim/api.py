@@ -9,7 +9,8 @@ Every name is loaded lazily (PEP 562), on first use: importing this module costs
   `did_you_mean` / `closest` for a misspelt key or value, `model_problems` (a pydantic error as
   problems), `MAX_CSV_BYTES` (the bound on a read), `MAX_NUMBER`, `MIN_MAGNITUDE` (a smaller non-zero number
   is a typo), `MAX_NODES`, `MAX_GPUS_PER_NODE` (the bounds on any number, a cluster).
-- Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress.
+- Runs: `simulate(scenario) -> Result`; `SimulationStalled` when a run stops making progress; `describe_mode`
+  (the line saying an aggregate run ran, or fell back to exact, from `Result.meta`).
 - Inputs: `shipped_dir` (shipped scenarios and profiles), `load_profile`, `available_profiles`,
   `canonical_profile` / `unknown_profile_message` (a GPU name as users type it: `NVIDIA H100` -> h100-sxm),
   `HardwareProfile`, `profile_numeric_fields`, `resolve_preset`, `preset_names`, `ModelShape`; bounded YAML
@@ -49,6 +50,7 @@ _WHERE = {
     "simulate": "rlsim.sim.simulate",
     "Result": "rlsim.sim.simulate",
     "SimulationStalled": "rlsim.sim.simulate",
+    "describe_mode": "rlsim.sim.aggregate",
     "shipped_dir": "rlsim.sim.paths",
     "load_profile": "rlsim.sim.hardware",
     "available_profiles": "rlsim.sim.hardware",

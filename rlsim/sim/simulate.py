@@ -16,6 +16,7 @@ from itertools import chain
 import numpy as np
 import pandas as pd
 
+from rlsim.sim import aggregate
 from rlsim.sim.engine.environment import ReferenceEnvironment, SimEnvironment, kernel_choice
 from rlsim.sim.engine.gc_tuning import fewer_collections
 from rlsim.sim.results.collector import MFU_PREFIX, SAMPLE_COLUMNS, TRAJECTORY_COLUMNS, RunCollector
@@ -97,7 +98,13 @@ def simulate(
     wall0 = time.perf_counter()
     env_class = ReferenceEnvironment if kernel_choice(kernel) == "reference" else SimEnvironment
     env = env_class(scenario.seed)
-    schedule = build_schedule(scenario, env)
+    plan, fallback = aggregate.plan(scenario) if scenario.simulation.mode == "aggregate" else (None, "")
+    if plan is not None:  # a share of the rollout engines with the same share of the load (rlsim/sim/aggregate.py)
+        env.load_scale = plan.factor
+        schedule = build_schedule(plan.reduced, env)
+        aggregate.attach(schedule, plan)
+    else:
+        schedule = build_schedule(scenario, env)
     total = scenario.warmup_steps + scenario.steps
     if progress is not None:
         env.collector.on_step = lambda done: progress(done, total)
@@ -107,21 +114,29 @@ def simulate(
         collector: RunCollector = env.collector
         for engine in collector.engines:
             engine.close()
-        return _result(scenario, env, collector, wall0)
+        result = _result(scenario, env, collector, wall0, plan.factor if plan is not None else 1)
+    result.meta.update(aggregate.meta(plan, fallback, scenario.simulation.mode))
+    return result
 
 
-def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wall0: float) -> Result:
+def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wall0: float, scale: int = 1) -> Result:
+    """`scale` > 1: an aggregate run of 1/scale of the load, its counts scaled back (rlsim/sim/aggregate.py)."""
     steps = pd.DataFrame(collector.step_rows)
     timing = [c for c in steps.columns if c.startswith("timing_s/")]
     steps[timing] = steps[timing].fillna(0.0)  # a phase a step did not run (no weight sync this step) took 0 s
     mfu = [c for c in steps.columns if c.startswith(MFU_PREFIX)]
     steps[mfu] = steps[mfu].fillna(0.0)  # nor achieved any share of peak in it
+    if scale > 1:
+        steps = aggregate.scale_steps(steps, scale)
     timeline = env.ledger.to_frame()
     summary = summarize(scenario, steps, timeline, collector.staleness_values())
-    summary.update(collector.token_totals)
-    summary.update(collector.trajectory_counts())
+    summary.update(aggregate.scale_counts(collector.token_totals, scale) if scale > 1 else collector.token_totals)
+    counts = collector.trajectory_counts()
+    summary.update(aggregate.scale_counts(counts, scale) if scale > 1 else counts)
     samples = pd.DataFrame(collector.sample_rows(), columns=SAMPLE_COLUMNS)
     tools = collector.tool_runner.stats_frame().reset_index() if collector.tool_runner is not None else None
+    if scale > 1:
+        tools = aggregate.scale_tools(tools, scale)
     trajs = pd.DataFrame(collector.trajectory_rows, columns=TRAJECTORY_COLUMNS) if collector.trajectory_rows else None
     if trajs is not None:
         summary.update(_waste(trajs, timeline))

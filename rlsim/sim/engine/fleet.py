@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.inference import InferenceEngine
 from rlsim.sim.hardware import HardwareProfile
@@ -29,8 +31,11 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     tp = layout.engine_gpus
     capacity = role.engine.kv_capacity(model, hw, tp)
     count = scn.role_gpus(role_name) // tp
+    # Aggregate mode (rlsim/sim/aggregate.py): 1/scale of the rollout engines, each counting scale x tp GPUs.
+    scale = getattr(env, "load_scale", 1) if role_name == "rollout" else 1
+    count //= scale
     shared: dict = {}  # identical replicas share one decode-coefficient table
-    return [
+    engines = [
         InferenceEngine(
             env, f"{role_name}-{i}", model, hw, tp, role.engine, capacity,
             pool=role.pool, role=role_name, decode_cache=shared, ep=layout.ep,
@@ -38,3 +43,8 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
         )
         for i in range(count)
     ]
+    if scale > 1:
+        groups = env.ledger.groups
+        for e in engines:
+            groups[e.name] = replace(groups[e.name], gpus=tp * scale)
+    return engines

@@ -83,6 +83,9 @@ def _generation(scn: Scenario, timeline: pd.DataFrame, stats: pd.DataFrame, t0: 
         running, kv = rows["running"].to_numpy(), rows["kv_tokens"].to_numpy().astype(float)
         thin = running < TAIL_FRACTION * spec.engine.max_num_seqs
         flops, bytes_ = _decode_work(scn, role, inside, running, kv)
+        copies = gpus // scn.layout(role).engine_gpus  # aggregate mode: one simulated engine stands for several
+        if copies > 1:
+            flops, bytes_ = flops * copies, bytes_ * copies
         acc = out.setdefault(pool, [0.0, 0.0, 0.0, 0.0])
         acc[0] += float(inside[thin].sum()) * gpus
         acc[1] += float(inside.sum()) * gpus

@@ -7,6 +7,7 @@ finishes, as a synchronous RL step's `gen` phase does.
 
 from __future__ import annotations
 
+from rlsim.sim.aggregate import tail_extension
 from rlsim.sim.engine.fleet import build_engines, register_pools
 from rlsim.sim.engine.request import Request
 from rlsim.sim.schedules.base import Schedule, StepOutcome
@@ -34,6 +35,8 @@ class GenerationOnlySchedule(Schedule):
             self.engines[where[i]].submit(req)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
+        if getattr(env, "load_scale", 1) > 1:  # aggregate mode: wait for the slowest of all engines (sim/aggregate.py)
+            yield env.timeout(tail_extension(reqs, start, len(self.engines), env.load_scale))
         for req in reqs:
             self.collector.sample_finished(req.rid, req)
         self.step_preemptions = sum(r.preemptions for r in reqs)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlsim.sim.aggregate import tail_extension
 from rlsim.sim.costs.offload import offload_time
 from rlsim.sim.costs.quantisation import quantise_time
 from rlsim.sim.costs.training import forward_pass_time, pass_model_flops, train_pass_time
@@ -320,6 +321,7 @@ class RLSchedule(Schedule):
         if self.scenario.workload.agent is not None:
             return (yield from self._generate_agentic(n_prompts, samples_per_prompt))
         scn, env = self.scenario, self.env
+        start = env.now
         prompt, response = self.lengths(n_prompts, samples_per_prompt, env.rl_step)
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         reqs = []
@@ -331,6 +333,8 @@ class RLSchedule(Schedule):
                 done.callbacks.append(on_done)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
+        if getattr(env, "load_scale", 1) > 1:  # aggregate mode: wait for the slowest of all engines (sim/aggregate.py)
+            yield env.timeout(tail_extension(reqs, start, len(self.engines), env.load_scale))
         for req in reqs:
             self.collector.sample_finished(req.rid, req)
         self.last_batch = reqs
@@ -412,6 +416,9 @@ class RLSchedule(Schedule):
     def train_batch(self, seq_lens: np.ndarray, timing: dict, skip: tuple[str, ...] = ()):
         """verl's trainer side of a step: forward phases (concurrent across pools), then the updates."""
         env, scn = self.env, self.scenario
+        scale = getattr(env, "load_scale", 1)  # aggregate mode: the trainer takes the full batch (sim/aggregate.py)
+        if scale > 1:
+            seq_lens = self.full_batch(seq_lens)
         forwards = []
         for phase, role in FORWARD_PHASES:
             if phase in skip:

@@ -52,6 +52,10 @@ def run(
         help="Also draw the PNG plots (off by default: they cost more than the simulation; `rlsim plot DIR` "
         "draws them later)"
     )] = False,
+    mode: Annotated[str | None, typer.Option(
+        help="exact (every engine) or aggregate (a share of identical rollout engines, faster; "
+        "same as --set simulation.mode=...)"
+    )] = None,
     quiet: QuietOption = False,
 ) -> None:
     """Simulate a scenario, print a summary table and write the results folder.
@@ -70,6 +74,10 @@ def run(
         fail([f"--seeds: expected an integer >= 1, got {seeds}"])
     if seed is not None and not 0 <= seed < 2**63:
         fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
+    if mode is not None and mode not in ("exact", "aggregate"):
+        fail([f"--mode: expected exact or aggregate, got {mode!r}"])
+    if mode is not None:
+        set_ = [*(set_ or []), f"simulation.mode={mode}"]
     scn = load(scenario, set_, quiet=quiet)
     if seed is not None:
         scn = scn.model_copy(update={"seed": seed})
@@ -92,6 +100,10 @@ def run(
         stats.to_csv(out_dir / "summary_ci.csv", index_label="metric")
         written += [out_dir / "seeds.csv", out_dir / "summary_ci.csv"]
     print_summary(results[0], stats=stats)
+    from rlsim.sim.api import describe_mode
+
+    if (line := describe_mode(results[0].meta)) is not None:
+        console.print(line, highlight=False, soft_wrap=True)
     if scn.calibration is not None:  # a `calibration:` overlay: its ± band (the one band) on the predicted figures
         from rlsim.tools.calibration.log_report import band_lines
         from rlsim.tools.report.validation_band import coverage_notes, scenario_regime

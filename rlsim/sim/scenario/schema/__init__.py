@@ -80,3 +80,4 @@ from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
     TailReshardSpec,
     TrainingOptions,
 )
+from rlsim.sim.scenario.schema.simulation import SimulationSpec  # noqa: F401

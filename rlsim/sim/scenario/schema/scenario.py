@@ -17,6 +17,7 @@ from rlsim.sim.scenario.schema.environments import EnvironmentsSpec, WorkloadSpe
 from rlsim.sim.scenario.schema.models import ModelSpec
 from rlsim.sim.scenario.schema.roles import RoleName, RoleSpec
 from rlsim.sim.scenario.schema.schedule import ScheduleSpec
+from rlsim.sim.scenario.schema.simulation import SimulationSpec
 
 # ---------------------------------------------------------------- scenario
 
@@ -39,6 +40,9 @@ class Scenario(Strict):
     workload: WorkloadSpec
     environments: EnvironmentsSpec = Field(default_factory=EnvironmentsSpec)
     schedule: ScheduleSpec
+    simulation: SimulationSpec = Field(
+        default_factory=SimulationSpec, description="exact (default) or aggregate simulation of the rollout engines"
+    )
     calibration: CalibrationSpec | None = Field(
         default=None, description="Factors fitted by `rlsim calibrate --from-log` (block, or an overlay file's path)"
     )

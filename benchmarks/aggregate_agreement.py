@@ -1,0 +1,138 @@
+"""Aggregate vs exact mode: how far the aggregate mode's answers are from the exact simulation's.
+
+Runs shipped scenarios as shipped and scaled x8 by overrides (every pool's nodes, the prompts per step,
+the asynchronous batch and concurrency caps and the tool pools' concurrency x8: the same load per GPU),
+each in both modes, and prints per case the relative differences of throughput and mean step time, the
+largest difference of idle per pool (points), the relative difference of mean staleness and of the
+synchronous step's generation phase (the slowest engine: `timing_s/gen` or `timing_s/generate_async`),
+with the CPU seconds of each mode. A case the aggregate mode does not cover says why and is skipped.
+
+    python benchmarks/aggregate_agreement.py [--steps 3] [--seeds 1] [--scale 1 8] [--engines 16]
+        [scenario paths ...]   (default: a set of shipped scenarios that the aggregate mode covers)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from rlsim.sim import aggregate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.scenario.placement import resolve_scenario
+from rlsim.sim.simulate import simulate
+
+DEFAULT = [
+    "hybridflow/grpo-qwen2.5-7b-h100.yaml",
+    "hybridflow/verl-generation-flat.yaml",
+    "async/verl-dapo-7b-h20-one-step-off.yaml",
+    "async/areal-1.5b-h800.yaml",
+    "agentic/asearcher-7b.yaml",
+]
+TAIL_COLUMNS = ("timing_s/gen", "timing_s/generate_async")
+
+
+def scale_overrides(path, factor: int) -> list[str]:
+    """Overrides multiplying a scenario's size by `factor` at the same load per GPU."""
+    if factor == 1:
+        return []
+    scn = load_scenario(path)
+    out = [f"cluster.pools.{name}.nodes={pool.nodes * factor}" for name, pool in scn.cluster.pools.items()]
+    out.append(f"algorithm.prompts_per_step={scn.algorithm.prompts_per_step * factor}")
+    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+        value = getattr(scn.schedule, name, None)
+        if value is not None:
+            out.append(f"schedule.{name}={value * factor}")
+    for role_name, role in scn.roles.items():
+        if role.gpus is not None:
+            out.append(f"roles.{role_name}.gpus={role.gpus * factor}")
+        if role.gpu_offset:
+            out.append(f"roles.{role_name}.gpu_offset={role.gpu_offset * factor}")
+    for name, pool in scn.environments.pools.items():
+        out.append(f"environments.pools.{name}.concurrency={pool.concurrency * factor}")
+    return out
+
+
+def figures(res) -> dict:
+    s, steps = res.summary, res.measured_steps
+    tail = next((c for c in TAIL_COLUMNS if c in steps.columns), None)
+    return {"throughput": s["throughput_tokens_per_s"], "step": s["step_time_s"],
+            "idle": s.get("idle_fraction_by_pool", {}), "staleness": s.get("staleness_mean", 0.0),
+            "tail": float(steps[tail].mean()) if tail else None}
+
+
+def rel(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    if b == 0:
+        return 0.0 if a == 0 else float("inf")
+    return (a - b) / b
+
+
+def run(path, overrides: list[str], mode: str, seed: int) -> tuple[dict, float, dict]:
+    scn = load_scenario(path, [*overrides, f"simulation.mode={mode}", f"seed={seed}"])
+    c0 = time.process_time()
+    res = simulate(scn)
+    return figures(res), time.process_time() - c0, res.meta
+
+
+def compare(path, factor: int, steps: int, seeds: int, engines: int) -> dict | str:
+    overrides = [*scale_overrides(path, factor), f"steps={steps}", f"simulation.engines={engines}"]
+    resolved, problems = resolve_scenario(load_scenario(path, overrides))
+    if problems:
+        return f"does not resolve: {problems[0]}"
+    plan, why = aggregate.plan(resolved)
+    if plan is None:
+        return f"not covered: {why}"
+    diffs: dict[str, list[float]] = {"throughput": [], "step": [], "idle": [], "staleness": [], "tail": []}
+    cpu = {"exact": 0.0, "aggregate": 0.0}
+    for seed in range(seeds):
+        exact, cpu_e, _ = run(path, overrides, "exact", seed)
+        agg, cpu_a, _ = run(path, overrides, "aggregate", seed)
+        cpu["exact"] += cpu_e
+        cpu["aggregate"] += cpu_a
+        for key in ("throughput", "step", "staleness", "tail"):
+            d = rel(agg[key], exact[key])
+            if d is not None:
+                diffs[key].append(d)
+        pools = set(exact["idle"]) | set(agg["idle"])
+        diffs["idle"].append(max((abs(agg["idle"].get(p, 0) - exact["idle"].get(p, 0)) for p in pools), default=0))
+    mean = {k: float(np.mean(v)) if v else None for k, v in diffs.items()}
+    return {**mean, "factor": plan.factor, "engines": plan.engines, **cpu}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("paths", nargs="*")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--scale", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--engines", type=int, default=16, help="simulation.engines of the aggregate runs")
+    args = ap.parse_args()
+    paths = args.paths or [shipped_dir("scenarios") / p for p in DEFAULT]
+
+    def pct(v):
+        return "     -" if v is None else f"{100 * v:+6.1f}"
+
+    header = (f"{'scenario':<44} {'x':>2} {'share':>7} {'tok/s %':>7} {'step %':>7} {'idle pt':>7} {'stale %':>7} "
+              f"{'tail %':>7} {'cpu ex':>7} {'cpu agg':>7}")
+    print(f"aggregate - exact, mean over {args.seeds} seed(s), {args.steps} measured steps")
+    print(header)
+    print("-" * len(header))
+    for path in paths:
+        for factor in args.scale:
+            name = str(path).split("scenarios/")[-1].removesuffix(".yaml")
+            out = compare(path, factor, args.steps, args.seeds, args.engines)
+            if isinstance(out, str):
+                print(f"{name:<44} {factor:>2} {out}")
+                continue
+            share = f"1/{out['factor']}"
+            print(f"{name:<44} {factor:>2} {share:>7} {pct(out['throughput']):>7} {pct(out['step']):>7} "
+                  f"{100 * out['idle']:>7.1f} {pct(out['staleness']):>7} {pct(out['tail']):>7} "
+                  f"{out['exact']:>7.1f} {out['aggregate']:>7.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""Aggregate mode: simulate a share of N identical rollout engines with the same share of the load.
+
+Replica sampling with scaled load. The N rollout engines of a scenario are identical and a dispatcher
+spreads the load evenly over them, so k = N / f of them, given 1/f of the generation load, behave as
+the whole fleet does. The reduced run keeps everything else of the scenario (pools, layouts, the
+training side) and:
+
+- builds k engines, each standing for f in the GPU ledger (its busy intervals count f x tp GPUs, so
+  idle per pool and the cluster's idle stay right);
+- divides the generation load by f: prompts per step, the asynchronous trainer's batch and admission
+  caps, and the tool pools' concurrency (rounded up);
+- trains exactly: the trainer's phases take a full-size batch (the share repeated f times, shuffled:
+  `TrainerBatch`) on the full training GPUs, and a weight sync reaches all N engines' GPUs;
+- scales the step rows' counts (samples, tokens, groups, preemptions) and the token and trajectory
+  totals back by f; rates, times, fractions and staleness need no scaling.
+
+The long tail of a synchronous step: with N engines the step waits for the slowest of N, not of k.
+Two corrections. (1) A synchronous batch is drawn at the full size and subsampled by rank (the groups
+sorted by their longest response, one from each block of f at a random offset, the first block's pick
+replaced by the longest group): the share keeps the length distribution and the batch's longest
+sequences. (2) Even then the slowest of k engines finishes earlier than the slowest of N (many engines
+hold a long sequence; the one with the heaviest load beside it is the last): when the k engines are
+done, the step waits `tail_extension`, the extreme-value estimate of how much later the N-th would be
+(a generalized Pareto tail, bounded to exponential, fitted to the k engines' finishing times).
+
+Asynchronous runs need neither: their batches are admitted group by group, and a weight sync's pause
+(the slowest engine reaching a step boundary) is short against a step.
+
+What it does not keep: per-engine tables (engine_stats, samples, trajectories) hold the simulated engines
+and samples only; the tool pools queue as c/f servers (a smaller pool waits longer at the same load);
+scenarios whose rollout engines are not interchangeable (schedules ROLL, verl V1, re-splitting, LoRA,
+tail re-sharding, routing, an LLM judge, a length trace, too few engines) run exactly (`plan` says why).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rlsim.sim.scenario.schema import Scenario
+
+# Step-row columns that count things across the fleet: multiplied by the factor. Everything else in a
+# step row is a time, a rate, a fraction, a staleness or a label.
+SCALED_COLUMNS = (
+    "samples", "prompt_tokens", "response_tokens", "tokens", "preemptions", "samples/multi_version",
+    "samples/dropped_stale", "trainer/prompt_groups", "routing/affinity_hits", "routing/prefill_saved_tokens",
+)
+SUPPORTED_KINDS = ("generation-only", "hybridflow", "one-step-off", "fully-async")
+SYNC_KINDS = ("generation-only", "hybridflow", "one-step-off")  # batches generated at once: tail subsampling
+# How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py over the
+# covered shipped scenarios scaled x8 (docs/usage.md, Large clusters): per schedule family, the figures'
+# largest differences seen.
+EXPECTED_DIFFERENCE = {
+    "sync": "throughput and step time within ~2%, the generation tail within ~4%, idle per pool within ~3 points",
+    "async": "throughput and step time within ~3.5%, staleness within ~1%, idle per pool within ~4 points "
+             "(per seed: an aggregate run is noisier, give it more steps or seeds)",
+}
+
+
+@dataclass(frozen=True)
+class AggregatePlan:
+    """What an aggregate run simulates: `reduced` (1/factor of the generation load) on engines/factor engines."""
+
+    factor: int
+    engines: int  # rollout engines of the full scenario
+    reduced: Scenario
+
+
+def _divisors_desc(n: int) -> list[int]:
+    return sorted({d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
+
+
+def plan(scn: Scenario) -> tuple[AggregatePlan | None, str]:
+    """The aggregate plan of a (placement-resolved) scenario, or None and why it runs exactly instead."""
+    spec, algo = scn.schedule, scn.algorithm
+    if spec.kind not in SUPPORTED_KINDS:
+        return None, f"schedule kind {spec.kind!r} (aggregate mode covers {', '.join(SUPPORTED_KINDS)})"
+    for option in ("resplit", "tail_reshard", "lora", "routing"):
+        if getattr(spec, option, None) is not None:
+            return None, f"schedule.{option} is set"
+    if getattr(spec, "verl_rule", False) or getattr(spec, "require_batches", None) is not None:
+        return None, "verl fully_async's staleness rule"
+    if "reward" in scn.roles and scn.roles["reward"].engine is not None:
+        return None, "an LLM judge serves the reward"
+    if scn.workload.length_trace is not None:
+        return None, "lengths replayed from a trace"
+    tp = scn.layout("rollout").engine_gpus
+    engines = scn.role_gpus("rollout") // tp
+    sizes = [engines, algo.prompts_per_step]
+    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+        value = getattr(spec, name, None)
+        if value is not None:
+            sizes.append(value)
+    common = math.gcd(*sizes)
+    want = scn.simulation.engines
+    factor = next((d for d in _divisors_desc(common) if engines // d >= want), 1)
+    if factor == 1:
+        return None, (f"{engines} rollout engines: no share of them leaves at least simulation.engines={want} "
+                      f"engines and divides the batch sizes {sizes[1:]}")
+    return AggregatePlan(factor, engines, _reduced(scn, factor)), ""
+
+
+def _reduced(scn: Scenario, f: int) -> Scenario:
+    """The scenario with 1/f of the generation load (pools, roles and layouts unchanged)."""
+    algo = scn.algorithm.model_copy(update={"prompts_per_step": scn.algorithm.prompts_per_step // f})
+    spec_update = {}
+    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+        value = getattr(scn.schedule, name, None)
+        if value is not None:
+            spec_update[name] = value // f
+    schedule = scn.schedule.model_copy(update=spec_update)
+    envs = scn.environments
+    pools = {name: p.model_copy(update={"concurrency": max(1, math.ceil(p.concurrency / f))})
+             for name, p in envs.pools.items()}
+    environments = envs.model_copy(update={"pools": pools})
+    return scn.model_copy(update={"algorithm": algo, "schedule": schedule, "environments": environments})
+
+
+class TailSubsample:
+    """A synchronous batch's lengths drawn at the full size, subsampled by rank keeping the longest group."""
+
+    def __init__(self, lengths, factor: int, rng: np.random.Generator):
+        self.lengths, self.factor, self.rng = lengths, factor, rng
+
+    def __call__(self, n_groups: int, group_size: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        f = self.factor
+        prompt, response = self.lengths(n_groups * f, group_size, step)
+        longest = response.reshape(n_groups * f, group_size).max(axis=1)
+        order = np.argsort(-longest, kind="stable")  # groups, longest first
+        picks = order[np.arange(n_groups) * f + int(self.rng.integers(f))]
+        picks[0] = order[0]  # the batch's longest group always among the simulated ones
+        picks = np.sort(picks)  # keep the drawn order (dispatch is by position)
+        rows = (picks[:, None] * group_size + np.arange(group_size)).ravel()
+        return prompt[rows], response[rows]
+
+
+def _gpd_tail(excess: np.ndarray) -> tuple[float, float]:
+    """(scale, shape) of a generalized Pareto tail fitted to threshold excesses by probability-weighted
+    moments (Hosking & Wallis 1987), the shape clamped to [-1, 0]: finishing times have a bounded tail
+    (lengths are capped) or an exponential one, never a heavier one."""
+    y = np.sort(excess)
+    m = len(y)
+    a0 = float(y.mean())
+    a1 = float(np.mean(y * (1 - (np.arange(1, m + 1) - 0.35) / m)))
+    if a0 <= 0 or a0 - 2 * a1 <= 0:
+        return a0, 0.0
+    shape = min(0.0, max(-1.0, 2 - a0 / (a0 - 2 * a1)))  # Hosking's k = -shape
+    return a0 * (1 - shape), shape  # the scale of a GPD with this mean excess
+
+
+def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> float:
+    """Seconds the slowest of `engines` x `factor` engines is expected to finish after the slowest of `engines`.
+
+    The engine holding the batch's longest sequence is simulated (TailSubsample keeps it); the other
+    N - 1 engines are represented by the k - 1 others. Extreme-value scaling of their finishing times
+    (each engine's last request of the batch, from `start_s`): the excesses of the top half over the
+    median are fitted a generalized Pareto tail (scale s, shape x in [-1, 0]: bounded to exponential), whose
+    quantile at 1 - 1/n gives the expected slowest of n, Q(n) = u + s/x ((p n)^x - 1) (s ln(p n) for x = 0;
+    p the share above the threshold u). The slowest of the N - 1 lies Q(N - 1) - Q(k - 1) beyond the
+    slowest of the k - 1; the step ends at the later of that and the longest sequence's engine. Zero with
+    fewer than five engines that finished work.
+    """
+    finish: dict[str, float] = {}
+    longest: tuple[int, str | None] = (-1, None)
+    for r in reqs:
+        if r.engine is not None and r.finished_s is not None:
+            finish[r.engine] = max(finish.get(r.engine, start_s), r.finished_s)
+            if r.max_new_tokens > longest[0]:
+                longest = (r.max_new_tokens, r.engine)
+    k = len(finish)
+    if k < 5 or factor <= 1:
+        return 0.0
+    slowest = max(finish.values()) - start_s
+    held = finish.pop(longest[1], start_s) - start_s  # the engine with the batch's longest sequence
+    others = np.sort(np.fromiter(finish.values(), float, len(finish))) - start_s
+    m = max(3, len(others) // 2)
+    scale, shape = _gpd_tail(others[-m:] - others[-m - 1])
+    share = m / len(others)
+
+    def quantile(n: int) -> float:  # above the threshold
+        if shape == 0.0:
+            return scale * math.log(share * n)
+        return scale / shape * ((share * n) ** shape - 1)
+
+    others_max = others[-1] + max(0.0, quantile(k * factor - 1) - quantile(len(others)))
+    return max(0.0, max(held, others_max) - slowest)
+
+
+class TrainerBatch:
+    """The full-size batch the trainer takes in an aggregate run: the simulated share repeated f times, shuffled.
+
+    Shuffled, because the copies in order would make every mini-batch the same set of lengths, which
+    balances across data-parallel ranks better than a real batch does (6.6% less update time on
+    ASearcher-7B's trajectories; shuffled, 0.9%, within noise). Shares of earlier steps are not mixed in:
+    while a run settles (the first steps of an asynchronous one) or lengths drift, they would lag.
+    The price is noise: 1/f as many distinct lengths as the exact run trains on.
+    """
+
+    def __init__(self, factor: int, rng: np.random.Generator):
+        self.factor, self.rng = factor, rng
+
+    def __call__(self, seq_lens: np.ndarray) -> np.ndarray:
+        return self.rng.permutation(np.tile(seq_lens, self.factor))
+
+
+def attach(schedule, plan_: AggregatePlan) -> None:
+    """After the schedule is built on the reduced scenario: the trainer's full batch; synchronous batches keep
+    the full batch's tail."""
+    schedule.full_batch = TrainerBatch(plan_.factor, schedule.env.rng)
+    if schedule.scenario.schedule.kind in SYNC_KINDS and hasattr(schedule, "lengths"):
+        schedule.lengths = TailSubsample(schedule.lengths, plan_.factor, schedule.env.rng)
+
+
+def scale_steps(steps: pd.DataFrame, f: int) -> pd.DataFrame:
+    steps = steps.copy()
+    for col in SCALED_COLUMNS:
+        if col in steps.columns:
+            steps[col] = steps[col] * f
+    return steps
+
+
+TOOL_COUNT_COLUMNS = ("calls", "ok_calls", "failed_calls", "attempts", "failed_attempts", "timeouts")
+
+
+def scale_tools(tools: pd.DataFrame | None, f: int) -> pd.DataFrame | None:
+    """Per-tool call counts of the simulated share, scaled back to the whole fleet."""
+    if tools is None:
+        return None
+    tools = tools.copy()
+    for col in TOOL_COUNT_COLUMNS:
+        if col in tools.columns:
+            tools[col] = tools[col] * f
+    return tools
+
+
+def scale_counts(values: dict, f: int) -> dict:
+    return {k: v * f if isinstance(v, int | float) and not isinstance(v, bool) else v for k, v in values.items()}
+
+
+def meta(plan_: AggregatePlan | None, reason: str, requested: str) -> dict:
+    """The meta.json keys saying which mode ran and how far it is expected to be from the exact mode."""
+    if plan_ is None:
+        out = {"simulation_mode": "exact"}
+        if requested == "aggregate":
+            out["aggregate_fallback"] = f"ran exactly: {reason}"
+        return out
+    family = "sync" if plan_.reduced.schedule.kind in SYNC_KINDS else "async"
+    return {"simulation_mode": "aggregate", "aggregate_factor": plan_.factor,
+            "aggregate_engines_simulated": plan_.engines // plan_.factor, "aggregate_engines": plan_.engines,
+            "aggregate_expected_difference": EXPECTED_DIFFERENCE[family]}
+
+
+def describe_mode(meta_: dict) -> str | None:
+    """One line for the screen, or None for an exact run that was not asked to aggregate."""
+    if meta_.get("simulation_mode") == "aggregate":
+        return (f"aggregate mode: {meta_['aggregate_engines_simulated']} of {meta_['aggregate_engines']} rollout "
+                f"engines simulated (1/{meta_['aggregate_factor']} of the load); expected vs exact: "
+                f"{meta_['aggregate_expected_difference']}")
+    if "aggregate_fallback" in meta_:
+        return f"aggregate mode not applicable, {meta_['aggregate_fallback']}"
+    return None

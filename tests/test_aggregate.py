@@ -1,0 +1,137 @@
+"""Aggregate mode (rlsim/sim/aggregate.py): a share of identical rollout engines with the same share of the load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlsim.sim import aggregate
+from rlsim.sim.paths import shipped_dir
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.scenario.placement import resolve_scenario
+from rlsim.sim.simulate import simulate
+from rlsim.sim.workload import LengthSampler
+
+SCENARIOS = shipped_dir("scenarios")
+GRPO_7B = SCENARIOS / "hybridflow" / "grpo-qwen2.5-7b-h100.yaml"
+X8 = ["cluster.pools.main.nodes=16", "algorithm.prompts_per_step=512"]  # 128 H100, 64 engines: shipped load per GPU
+
+
+def _resolved(path, overrides=()):
+    scn, problems = resolve_scenario(load_scenario(path, list(overrides)))
+    assert not problems
+    return scn
+
+
+def test_plan_takes_the_largest_share_that_leaves_enough_engines_and_divides_the_batches():
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml"))
+    assert why == "" and plan.engines == 96 and plan.factor == 4  # 24 engines >= 16; 128 prompt groups / 4
+    reduced = plan.reduced
+    assert reduced.algorithm.prompts_per_step == 32
+    assert reduced.schedule.consumer_batch_size == 32 and reduced.schedule.max_concurrent_rollouts == 32
+    assert reduced.environments.pools["search_clients"].concurrency == 80
+    assert reduced.cluster == plan.reduced.cluster  # pools and layouts unchanged: training stays exact
+
+
+def test_plan_falls_back_with_a_reason():
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "quickstart.yaml"))
+    assert plan is None and "4 rollout engines" in why
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "roll" / "rlvr-qwen2.5-7b-async.yaml"))
+    assert plan is None and "roll" in why
+
+
+def test_fallback_runs_exactly_and_says_so():
+    scn = load_scenario(SCENARIOS / "quickstart.yaml", ["steps=1", "simulation.mode=aggregate"])
+    res = simulate(scn)
+    exact = simulate(load_scenario(SCENARIOS / "quickstart.yaml", ["steps=1"]))
+    assert res.meta["simulation_mode"] == "exact" and "ran exactly" in res.meta["aggregate_fallback"]
+    assert res.summary == exact.summary
+    assert aggregate.describe_mode(exact.meta) is None
+
+
+def test_simulation_section_is_strict():
+    with pytest.raises(ScenarioError):
+        load_scenario(GRPO_7B, ["simulation.mode=fluid"])
+    with pytest.raises(ScenarioError):
+        load_scenario(GRPO_7B, ["simulation.engine=4"])
+
+
+def test_aggregate_agrees_with_exact_on_a_128_gpu_synchronous_run():
+    exact = simulate(load_scenario(GRPO_7B, [*X8, "steps=2"]))
+    agg = simulate(load_scenario(GRPO_7B, [*X8, "steps=2", "simulation.mode=aggregate"]))
+    assert agg.meta["simulation_mode"] == "aggregate" and agg.meta["aggregate_factor"] == 4
+    assert "rollout engines simulated" in aggregate.describe_mode(agg.meta)
+    assert agg.meta["events"] < exact.meta["events"] / 2
+    # counts scaled back: every step trains the full batch
+    assert (agg.measured_steps["samples"] == 512 * 8).all()
+    e, a = exact.summary, agg.summary
+    assert a["throughput_tokens_per_s"] == pytest.approx(e["throughput_tokens_per_s"], rel=0.04)
+    assert a["step_time_s"] == pytest.approx(e["step_time_s"], rel=0.04)
+    assert a["gpu_idle_fraction"] == pytest.approx(e["gpu_idle_fraction"], abs=0.02)
+    # engine efficiency counts each simulated engine as the engines it stands for
+    assert a["mbu_by_phase"]["main/generate"] == pytest.approx(e["mbu_by_phase"]["main/generate"], rel=0.05)
+    assert a["mfu_by_phase"]["main/generate"] == pytest.approx(e["mfu_by_phase"]["main/generate"], rel=0.05)
+    # the synchronous step's tail: the generation phase waits for the slowest engine of all 64
+    gen_e, gen_a = exact.measured_steps["timing_s/gen"].mean(), agg.measured_steps["timing_s/gen"].mean()
+    assert gen_a == pytest.approx(gen_e, rel=0.04)
+
+
+def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
+    scn = load_scenario(GRPO_7B)
+    rng = np.random.default_rng(3)
+    full = LengthSampler(scn.workload, np.random.default_rng(3))(256 * 8, 8, 0)[1]
+    sub = aggregate.TailSubsample(LengthSampler(scn.workload, np.random.default_rng(3)), 8, rng)
+    prompt, response = sub(256, 8, 0)
+    assert len(prompt) == len(response) == 256 * 8
+    assert response.max() == full.max()  # the same draw: the batch's longest sequence is simulated
+    assert response.mean() == pytest.approx(full.mean(), rel=0.05)
+
+
+def _extensions(draw, k=64, factor=8, trials=200):
+    from types import SimpleNamespace
+
+    out = []
+    for _ in range(trials):
+        finish = draw(k)
+        reqs = [SimpleNamespace(engine=f"e{i}", finished_s=t, max_new_tokens=100) for i, t in enumerate(finish)]
+        reqs.append(SimpleNamespace(engine="long", finished_s=90.0, max_new_tokens=200))  # the longest, done early
+        out.append(aggregate.tail_extension(reqs, 0.0, k + 1, factor))
+    return np.array(out)
+
+
+def test_tail_extension_extrapolates_the_slowest_engine_to_all_engines():
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(0)
+    k, factor, scale = 64, 8, 5.0
+    # exponential tail: E[max of 519] - E[max of 64] = scale x (H(519) - H(64)) (the shape estimate is clamped
+    # to <= 0, so noise only ever makes the tail look bounded: the estimate is on the low side)
+    expected = scale * float(np.sum(1.0 / np.arange(k + 1, (k + 1) * factor)))
+    ext = _extensions(lambda n: 100 + rng.exponential(scale, n), k, factor)
+    assert 0.6 * expected < ext.mean() < 1.1 * expected
+    # a bounded tail (uniform finishing times up to 110 s): the slowest of 519 is 0.13 s later than of 64
+    bounded = _extensions(lambda n: rng.uniform(100, 110, n), k, factor)
+    assert bounded.mean() < 0.5 and bounded.mean() < 0.1 * ext.mean()
+    one = [SimpleNamespace(engine="e0", finished_s=3.0, max_new_tokens=5)]
+    assert aggregate.tail_extension(one, 0.0, 1, 8) == 0.0  # too few engines to say anything
+
+
+def test_aggregate_agrees_with_exact_on_an_agentic_fully_async_run():
+    """Tool-calling trajectories, fully asynchronous: 6 of 12 engines, the tool pool halved; two seeds."""
+    path = SCENARIOS / "agentic" / "tool-latency-base.yaml"
+    figures = {}
+    for mode in ("exact", "aggregate"):
+        runs = [simulate(load_scenario(path, ["steps=3", "simulation.engines=4", f"simulation.mode={mode}",
+                                              f"seed={seed}"])) for seed in range(2)]
+        assert runs[0].meta["simulation_mode"] == mode
+        figures[mode] = {k: np.mean([r.summary[k] for r in runs])
+                         for k in ("throughput_tokens_per_s", "step_time_s", "staleness_mean")}
+        figures[mode]["idle"] = np.mean([r.summary["idle_fraction_by_pool"]["gen"] for r in runs])
+        figures[mode]["calls"] = np.mean([r.tools["calls"].sum() for r in runs])
+    e, a = figures["exact"], figures["aggregate"]
+    assert a["throughput_tokens_per_s"] == pytest.approx(e["throughput_tokens_per_s"], rel=0.04)
+    assert a["step_time_s"] == pytest.approx(e["step_time_s"], rel=0.05)
+    assert a["staleness_mean"] == pytest.approx(e["staleness_mean"], rel=0.05)
+    assert a["idle"] == pytest.approx(e["idle"], abs=0.03)
+    assert a["calls"] == pytest.approx(e["calls"], rel=0.05)  # tool calls scaled back to the whole fleet
