@@ -142,7 +142,8 @@ def sync_parts(s: SyncSetup) -> SyncParts:
     if s.delta_fraction is not None:
         moved = delta_bytes(s.weight_bytes, s.delta_fraction, s.element_bytes)
     nodes = max(1, s.trainer_nodes)
-    gather = moved * (nodes - 1) / nodes / s.sender.nic_bytes_per_s  # the fabric between trainer nodes
+    # the fabric between trainer nodes (NVLink when the whole sync sits in one NVLink domain, e.g. an NVL72 rack)
+    gather = moved * (nodes - 1) / nodes / _link(s.sender, s.same_node)
     # delta: each trainer GPU compares its shard with its pinned host snapshot of the last sync, over PCIe
     diff = s.weight_bytes / max(1, s.trainer_gpus) / s.sender.pcie_bytes_per_s if s.delta_fraction is not None else 0.0
     latency = max(s.sender.collective_latency_s, s.receiver.collective_latency_s)

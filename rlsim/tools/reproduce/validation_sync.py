@@ -5,6 +5,7 @@
 - verl's checkpoint-engine benchmark (§4): the disaggregated sync of verl-checkpoint-engine-h100.yaml, once on
   the path verl took without the checkpoint engine (one NCCL broadcast per tensor, `per-tensor-nccl`) and once
   with it (2 GB buckets from one sender, after a gather across trainer nodes: `bucketed`), and the on/off ratio.
+  The 4 + 4 ranks of the 7B rows share one node, so their sync moves over NVLink; the larger ones cross the NICs.
   Nothing is fitted to these rows (costs/weight_sync.py says where each constant comes from).
 """
 
@@ -47,10 +48,10 @@ def checkpoint_engine_rows() -> list[dict]:
     """verl's sync without the checkpoint engine (one tensor per call) and with it (bucketed), and their ratio."""
     rows = []
     for name, preset, ranks, off, on in VERL_CHECKPOINT_ENGINE:
-        nodes, per_node = (1, ranks) if ranks <= 8 else (ranks // 8, 8)
-        over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(per_node, 8)}"]
-        over += [f"cluster.pools.{pool}.{key}={value}" for pool in ("train", "gen")
-                 for key, value in (("nodes", nodes), ("gpus_per_node", per_node))]
+        # both sides on one pool of 8-GPU nodes: the trainer on GPUs [0, ranks), the engines on [ranks, 2 ranks)
+        over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(ranks, 8)}",
+                f"cluster.pools.node.nodes={-(-2 * ranks // 8)}", f"roles.actor.gpus={ranks}",
+                f"roles.rollout.gpu_offset={ranks}", f"roles.rollout.gpus={ranks}"]
         if ranks >= 64:
             over.append("roles.actor.parallel.tp=2")  # so the 235B-A22B actor's training state fits (not in the sync)
         sim = {}
