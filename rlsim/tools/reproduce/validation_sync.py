@@ -44,16 +44,22 @@ def pr116_same_process_rows(nccl: dict[str, tuple[float, float]]) -> list[dict]:
     return rows
 
 
+def checkpoint_engine_overrides(preset: str, ranks: int) -> list[str]:
+    """verl-checkpoint-engine-h100.yaml for one benchmark size: both sides on one pool of 8-GPU nodes, the trainer
+    on GPUs [0, ranks) and the engines on [ranks, 2 ranks) (4 + 4 ranks share one node)."""
+    over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(ranks, 8)}",
+            f"cluster.pools.node.nodes={-(-2 * ranks // 8)}", f"roles.actor.gpus={ranks}",
+            f"roles.rollout.gpu_offset={ranks}", f"roles.rollout.gpus={ranks}"]
+    if ranks >= 64:
+        over.append("roles.actor.parallel.tp=2")  # so the 235B-A22B actor's training state fits (not in the sync)
+    return over
+
+
 def checkpoint_engine_rows() -> list[dict]:
     """verl's sync without the checkpoint engine (one tensor per call) and with it (bucketed), and their ratio."""
     rows = []
     for name, preset, ranks, off, on in VERL_CHECKPOINT_ENGINE:
-        # both sides on one pool of 8-GPU nodes: the trainer on GPUs [0, ranks), the engines on [ranks, 2 ranks)
-        over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(ranks, 8)}",
-                f"cluster.pools.node.nodes={-(-2 * ranks // 8)}", f"roles.actor.gpus={ranks}",
-                f"roles.rollout.gpu_offset={ranks}", f"roles.rollout.gpus={ranks}"]
-        if ranks >= 64:
-            over.append("roles.actor.parallel.tp=2")  # so the 235B-A22B actor's training state fits (not in the sync)
+        over = checkpoint_engine_overrides(preset, ranks)
         sim = {}
         for column, path in (("off", "per-tensor-nccl"), ("on", "bucketed")):
             step, scn = _first_step("verl-checkpoint-engine-h100.yaml", [*over, f"schedule.weight_sync.path={path}"])
