@@ -22,6 +22,9 @@ Across the paths:
   int32 position (verl's delta_sharded engine); every trainer GPU first compares its shard with a pinned host
   snapshot over PCIe, and the gather moves the sparse delta too. Per-call and per-bucket costs do not shrink.
 
+Inside one NVLink domain (`same_node`: trainer and engines on disjoint GPUs of one node, or of an NVL72 rack) the
+gather and the stream run at the intra-node link (NVLink, or PCIe without it), each sender at its full link.
+
 Colocated (the hybrid engine's switch, costs/transition.py) the bytes never leave the node: a per-tensor path adds
 its per-call cost to the engine's load, and `staged` the host bounce of each GPU's engine shard.
 """
