@@ -139,7 +139,11 @@ def test_every_unmodelled_feature_is_documented_and_used():
 
 def test_every_validation_scenario_loads_with_the_overrides_its_rows_use():
     from rlsim.sim.api import load_scenario
-    from rlsim.tools.reproduce.validation_sync import VERL_CHECKPOINT_ENGINE, VERL_PR116_SAME_PROCESS
+    from rlsim.tools.reproduce.validation_sync import (
+        VERL_CHECKPOINT_ENGINE,
+        VERL_PR116_SAME_PROCESS,
+        checkpoint_engine_overrides,
+    )
 
     folder = shipped_dir("scenarios") / "validation"
     for path in sorted(folder.glob("*.yaml")):
@@ -148,14 +152,10 @@ def test_every_validation_scenario_loads_with_the_overrides_its_rows_use():
         scn = load_scenario(folder / "verl-pr116-fsdp-vllm-l20.yaml", [f"models.policy.preset={preset}"])
         assert scn.roles["rollout"].parallel.tp == 4 and scn.role_gpus("actor") == 8
     for _, preset, ranks, _, _ in VERL_CHECKPOINT_ENGINE:
-        nodes, per_node = (1, ranks) if ranks <= 8 else (ranks // 8, 8)
-        over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(per_node, 8)}",
-                *(f"cluster.pools.{p}.{k}={v}" for p in ("train", "gen") for k, v in (("nodes", nodes),
-                                                                                      ("gpus_per_node", per_node)))]
-        if ranks >= 64:
-            over.append("roles.actor.parallel.tp=2")
-        scn = load_scenario(folder / "verl-checkpoint-engine-h100.yaml", over)
+        scn = load_scenario(folder / "verl-checkpoint-engine-h100.yaml", checkpoint_engine_overrides(preset, ranks))
         assert scn.role_gpus("actor") == scn.role_gpus("rollout") == ranks
+        # 4 + 4 ranks share one node's NVLink; the larger runs cross the NICs
+        assert scn.roles_in_one_nvlink_domain("actor", "rollout") == (ranks <= 4)
 
 
 def test_pr116_same_process_rows_are_the_transition_weight_parts():

@@ -140,6 +140,24 @@ def test_same_node_uses_the_intra_node_link():
     assert stream_bytes_per_s(s) == pytest.approx(l40s.pcie_bytes_per_s)
 
 
+def test_same_node_sync_moves_over_nvlink_faster_by_the_link_ratio():
+    """4 trainer GPUs -> 4 rollout GPUs of one H100 node: one sender's stream runs at NVLink's rate instead of its
+    NIC share; the bytes-independent parts (pack, calls, load) do not change."""
+    cross = _setup(receivers=4, receiver_tp=4, trainer_gpus=4, sender_node_gpus=4)
+    same = replace(cross, same_node=True)
+    ratio = H100.nvlink_bytes_per_s / (ONE_SENDER_NIC_SHARE * H100.nic_bytes_per_s)
+    assert stream_bytes_per_s(same) / stream_bytes_per_s(cross) == pytest.approx(ratio)
+    c, s = sync_parts(cross), sync_parts(same)
+    assert c.transfer / s.transfer == pytest.approx(ratio)
+    assert (s.pack, s.calls, s.load, s.gather) == (c.pack, c.calls, c.load, 0.0)
+
+
+def test_gather_inside_one_nvlink_domain_uses_nvlink():
+    """A trainer over two hosts of one NVLink domain (NVL72) gathers over NVLink, not through a NIC."""
+    two_nodes = _setup(trainer_gpus=16, trainer_nodes=2)
+    assert sync_parts(replace(two_nodes, same_node=True)).gather == pytest.approx(30e9 / H100.nvlink_bytes_per_s)
+
+
 # ---------------------------------------------------------------- in a scenario
 
 
@@ -148,17 +166,34 @@ def _sync_s(overrides: list[str]) -> float:
     return float(res.measured_steps["timing_s/sync_rollout_weights"].iloc[0])
 
 
+def test_same_node_is_read_from_the_roles_gpu_ranges():
+    """The checkpoint-engine scenario puts the trainer on GPUs 0-3 and the engines on 4-7 of one node: the sync
+    moves over NVLink. The same ranks on two nodes of the pool (engines on GPUs 8-11) cross the NICs, as a sync
+    between two pools does."""
+    model = ModelShape(**resolve_preset("qwen2.5-7b"))
+    setup = SyncSetup(model.weight_bytes_total, model.weight_tensors, H100, H100, receivers=4, receiver_tp=4,
+                      trainer_gpus=4, trainer_nodes=1, sender_node_gpus=8)
+    assert load_scenario(CKPT).roles_in_one_nvlink_domain("actor", "rollout")
+    assert _sync_s([]) == pytest.approx(sync_time(replace(setup, same_node=True)), rel=1e-9)
+    apart = ["cluster.pools.node.nodes=2", "roles.rollout.gpu_offset=8"]
+    assert not load_scenario(CKPT, apart).roles_in_one_nvlink_domain("actor", "rollout")
+    assert _sync_s(apart) == pytest.approx(sync_time(setup), rel=1e-9)
+    two_pools = ["cluster.pools.gen={hardware: h100-sxm, nodes: 1, gpus_per_node: 8}", "roles.rollout.pool=gen",
+                 "roles.rollout.gpu_offset=0"]
+    assert _sync_s(two_pools) == pytest.approx(sync_time(setup), rel=1e-9)
+
+
 def test_the_schedule_prices_the_path_the_scenario_names():
-    bucketed = _sync_s([])
-    per_tensor = _sync_s(["schedule.weight_sync.path=per-tensor-nccl"])
-    delta = _sync_s(["schedule.weight_sync.delta=true"])
-    senders = _sync_s(["schedule.weight_sync.senders=all"])
+    apart = ["cluster.pools.node.nodes=2", "roles.rollout.gpu_offset=8"]  # over the NICs
+    bucketed = _sync_s(apart)
+    per_tensor = _sync_s([*apart, "schedule.weight_sync.path=per-tensor-nccl"])
+    delta = _sync_s([*apart, "schedule.weight_sync.delta=true"])
+    senders = _sync_s([*apart, "schedule.weight_sync.senders=all"])
     model = ModelShape(**resolve_preset("qwen2.5-7b"))
     assert per_tensor - bucketed > model.weight_tensors * PER_TENSOR_S["per-tensor-nccl"] * 0.9
     assert delta < 0.2 * bucketed and senders < bucketed
-    setup = SyncSetup(model.weight_bytes_total, model.weight_tensors, H100, H100, receivers=4, receiver_tp=4,
-                      trainer_gpus=4, trainer_nodes=1, sender_node_gpus=4)
-    assert bucketed == pytest.approx(sync_time(setup), rel=1e-9)
+    # Inside one node NVLink outruns the delta's diff of each trainer shard over PCIe: a delta sync is slower.
+    assert _sync_s(["schedule.weight_sync.delta=true"]) > _sync_s([])
 
 
 @pytest.mark.parametrize(("override", "message"), [

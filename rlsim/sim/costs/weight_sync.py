@@ -22,6 +22,9 @@ Across the paths:
   int32 position (verl's delta_sharded engine); every trainer GPU first compares its shard with a pinned host
   snapshot over PCIe, and the gather moves the sparse delta too. Per-call and per-bucket costs do not shrink.
 
+Inside one NVLink domain (`same_node`: trainer and engines on disjoint GPUs of one node, or of an NVL72 rack) the
+gather and the stream run at the intra-node link (NVLink, or PCIe without it), each sender at its full link.
+
 Colocated (the hybrid engine's switch, costs/transition.py) the bytes never leave the node: a per-tensor path adds
 its per-call cost to the engine's load, and `staged` the host bounce of each GPU's engine shard.
 """
@@ -142,7 +145,8 @@ def sync_parts(s: SyncSetup) -> SyncParts:
     if s.delta_fraction is not None:
         moved = delta_bytes(s.weight_bytes, s.delta_fraction, s.element_bytes)
     nodes = max(1, s.trainer_nodes)
-    gather = moved * (nodes - 1) / nodes / s.sender.nic_bytes_per_s  # the fabric between trainer nodes
+    # the fabric between trainer nodes (NVLink when the whole sync sits in one NVLink domain, e.g. an NVL72 rack)
+    gather = moved * (nodes - 1) / nodes / _link(s.sender, s.same_node)
     # delta: each trainer GPU compares its shard with its pinned host snapshot of the last sync, over PCIe
     diff = s.weight_bytes / max(1, s.trainer_gpus) / s.sender.pcie_bytes_per_s if s.delta_fraction is not None else 0.0
     latency = max(s.sender.collective_latency_s, s.receiver.collective_latency_s)

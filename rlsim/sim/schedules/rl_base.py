@@ -183,6 +183,7 @@ class RLSchedule(Schedule):
             senders=spec.senders, bucket_bytes=spec.bucket_bytes, delta_fraction=spec.changed_fraction,
             per_tensor_s=None if spec.per_tensor_ms is None else spec.per_tensor_ms * 1e-3,
             host_bytes_per_s=None if spec.host_gb_per_s is None else spec.host_gb_per_s * 1e9,
+            same_node=scn.roles_in_one_nvlink_domain("actor", "rollout"),
             element_bytes=scn.models[actor.model].weight_bytes, sender_node_gpus=self._gpn("actor"),
         )
 

@@ -5,6 +5,7 @@
 - verl's checkpoint-engine benchmark (§4): the disaggregated sync of verl-checkpoint-engine-h100.yaml, once on
   the path verl took without the checkpoint engine (one NCCL broadcast per tensor, `per-tensor-nccl`) and once
   with it (2 GB buckets from one sender, after a gather across trainer nodes: `bucketed`), and the on/off ratio.
+  The 4 + 4 ranks of the 7B rows share one node, so their sync moves over NVLink; the larger ones cross the NICs.
   Nothing is fitted to these rows (costs/weight_sync.py says where each constant comes from).
 """
 
@@ -43,16 +44,22 @@ def pr116_same_process_rows(nccl: dict[str, tuple[float, float]]) -> list[dict]:
     return rows
 
 
+def checkpoint_engine_overrides(preset: str, ranks: int) -> list[str]:
+    """verl-checkpoint-engine-h100.yaml for one benchmark size: both sides on one pool of 8-GPU nodes, the trainer
+    on GPUs [0, ranks) and the engines on [ranks, 2 ranks) (4 + 4 ranks share one node)."""
+    over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(ranks, 8)}",
+            f"cluster.pools.node.nodes={-(-2 * ranks // 8)}", f"roles.actor.gpus={ranks}",
+            f"roles.rollout.gpu_offset={ranks}", f"roles.rollout.gpus={ranks}"]
+    if ranks >= 64:
+        over.append("roles.actor.parallel.tp=2")  # so the 235B-A22B actor's training state fits (not in the sync)
+    return over
+
+
 def checkpoint_engine_rows() -> list[dict]:
     """verl's sync without the checkpoint engine (one tensor per call) and with it (bucketed), and their ratio."""
     rows = []
     for name, preset, ranks, off, on in VERL_CHECKPOINT_ENGINE:
-        nodes, per_node = (1, ranks) if ranks <= 8 else (ranks // 8, 8)
-        over = [f"models.policy.preset={preset}", f"roles.rollout.parallel.tp={min(per_node, 8)}"]
-        over += [f"cluster.pools.{pool}.{key}={value}" for pool in ("train", "gen")
-                 for key, value in (("nodes", nodes), ("gpus_per_node", per_node))]
-        if ranks >= 64:
-            over.append("roles.actor.parallel.tp=2")  # so the 235B-A22B actor's training state fits (not in the sync)
+        over = checkpoint_engine_overrides(preset, ranks)
         sim = {}
         for column, path in (("off", "per-tensor-nccl"), ("on", "bucketed")):
             step, scn = _first_step("verl-checkpoint-engine-h100.yaml", [*over, f"schedule.weight_sync.path={path}"])

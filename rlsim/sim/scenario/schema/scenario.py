@@ -92,3 +92,14 @@ class Scenario(Strict):
             return False
         (a0, a1), (b0, b1) = self.role_gpu_range(a), self.role_gpu_range(b)
         return a0 < b1 and b0 < a1
+
+    def roles_in_one_nvlink_domain(self, a: str, b: str) -> bool:
+        """Whether every GPU of two roles sits in one NVLink domain of one pool (a node, or an NVL72 rack): the
+        bytes between them never cross a NIC (actor on GPUs 0-3 and rollout on 4-7 of one 8-GPU node)."""
+        ra, rb = self.roles[a], self.roles[b]
+        if ra.pool != rb.pool:
+            return False
+        pool = self.cluster.pools[ra.pool]
+        domain = pool.profile().nvlink_domain(pool.gpus_per_node)
+        (a0, a1), (b0, b1) = self.role_gpu_range(a), self.role_gpu_range(b)
+        return min(a0, b0) // domain == (max(a1, b1) - 1) // domain
