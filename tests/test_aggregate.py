@@ -117,6 +117,7 @@ def test_tail_extension_extrapolates_the_slowest_engine_to_all_engines():
     assert aggregate.tail_extension(one, 0.0, 1, 8) == 0.0  # too few engines to say anything
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_aggregate_agrees_with_exact_on_an_agentic_fully_async_run():
     """Tool-calling trajectories, fully asynchronous: 6 of 12 engines, the tool pool halved; two seeds."""
     path = SCENARIOS / "agentic" / "tool-latency-base.yaml"

@@ -146,6 +146,7 @@ def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return pkgs
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_no_circle_of_imports_between_files():
     # A package's __init__ re-exporting its modules is not a circle of code; leave those edges out.
     graph = {m: {d for d in deps if not (m.startswith(d + ".") or d == m.rsplit(".", 1)[0])}

@@ -200,6 +200,7 @@ def test_run_seeds_gives_mean_and_interval(tmp_path):
     assert ci.at["throughput_tokens_per_s", "ci95"] == pytest.approx(4.303 * thr.std() / 3**0.5, rel=1e-6)
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_compare_seeds_and_report(tmp_path):
     res = runner.invoke(app, ["compare", "quickstart", "quickstart", *SMALL, "--seeds", "2", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output

@@ -253,6 +253,7 @@ def test_fit_report_says_which_factor_moved_and_warns_on_residuals_and_nothing_m
                                    "carries the band"]
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_quickstart_on_the_dapo_log_warns_that_the_factors_are_implausible(tmp_path):
     """A scenario of another job (8xH100 quickstart fitted to an H20 DAPO log): the fit closes the phases only
     with absurd factors (an MFU of a few %, a decode step cost of tens of ms), and says so; run shows the band."""

@@ -230,6 +230,7 @@ def check_invariants(result) -> None:
         assert (done["finished_s"] >= done["arrival_s"] - 1e-9).all(), "a sample finished before it arrived"
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_every_shrunk_shipped_scenario_runs():
     """The fuzzer's starting points are real: each shipped scenario, shrunk, runs cleanly."""
     assert len(BASES) >= 15, [b[0] for b in BASES]

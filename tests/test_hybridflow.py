@@ -302,6 +302,7 @@ def test_generation_tp_finding_fitted_on_7b_predicts_13b():
     assert generation_tp_gain("7b", 2, host_overhead_per_seq_us=0.0) < 0.1
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_vllm_03_host_cost_is_the_refit_of_hybridflows_7b_finding():
     """Engine kind vllm-0.3 carries the per-sequence host cost that re-running the fit gives (within 2%)."""
     from rlsim.sim.costs.engine_kinds import ENGINE_KINDS

@@ -81,6 +81,7 @@ def _small_plan(tmp_path: Path, backend: str, name: str) -> pd.DataFrame:
     return pd.read_csv(outcome.paths["csv"])
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_same_seed_same_plan_serial_and_local(tmp_path):
     serial = _small_plan(tmp_path, "serial", "a")
     again = _small_plan(tmp_path, "serial", "b")

@@ -169,6 +169,7 @@ def test_plan_compares_the_winner_with_the_best_plan_without_expert_parallelism(
     assert "- best without expert parallelism h100-sxm x16 colocate tg4 eg1 tp4-pp1-ep1-all: would need" in text
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_shipped_ep_space_plans_quickly(tmp_path):
     outcome = make_plan(MOE, load_space(SPACE), tmp_path, backend="serial")
     result = outcome.result

@@ -58,6 +58,7 @@ def test_progress_on_a_terminal_and_none_when_quiet(command, tmp_path):
     assert "ETA" not in shown, shown[-2000:]
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_no_progress_when_piped(tmp_path):
     env = {**os.environ, "RLSIM_PROGRESS_DELAY_S": "0"}
     res = subprocess.run([sys.executable, "-m", "rlsim.tools.cli", *_commands(tmp_path)["run"]], cwd=tmp_path, env=env,

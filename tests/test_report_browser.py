@@ -39,6 +39,7 @@ def _shot(page: Path, png: Path, width: int, tmp_path: Path) -> np.ndarray:
     return mpimg.imread(png)[..., :3]
 
 
+@pytest.mark.slow  # over 2 s alone: the slow layer (CI runs it)
 def test_the_report_renders_and_its_wide_table_scrolls_inside_the_page(tmp_path):
     from rlsim.tools.report.html import write_report
     from rlsim.tools.report.output import write_results
