@@ -281,15 +281,7 @@ TRACE_DIR.mkdir(parents=True, exist_ok=True)
           suppress_health_check=list(HealthCheck))
 @given(featured())
 def test_engine_kinds_length_shapes_traces_drain_and_calibration_never_crash_hang_or_lie(case):
-    name, data, folder, features = case
-    try:
-        event(check_one(data, folder, name))
-    except Hang as exc:
-        pytest.fail(f"{name} with {features}: hang ({exc})")
-    except AssertionError as exc:
-        pytest.fail(f"{name} with {features}: {exc}")
-    except Exception as exc:
-        pytest.fail(f"{name} with {features}: {type(exc).__name__}: {exc}")
+    _run_case(*case)
 
 
 @st.composite
