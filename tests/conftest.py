@@ -42,7 +42,7 @@ def pytest_sessionfinish(session, exitstatus):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     line = f"test CPU: {used:.0f} CPU-s over all processes (budget {budget:.0f})"
     if reporter is not None:
-        reporter.ensure_newline()
+        reporter.write("\n")  # past the progress dots' line
         reporter.write_line(line)
     if used > budget and session.exitstatus == 0:
         if reporter is not None:
