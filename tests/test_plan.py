@@ -192,9 +192,12 @@ def test_async_generation_gpus_beyond_a_point_only_add_idle(tmp_path):
     outcome = make_plan(SCENARIOS / "async" / "verl-dapo-7b-h20-one-step-off.yaml", parse_space(space), tmp_path,
                         backend="serial")
     text = outcome.paths["md"].read_text()
-    assert "beyond 16 generation GPUs more only add idle time" in text
+    # With training priced from operators (update_actor on H20 slower than the old fitted MFU), generation saturates
+    # the trainer already at 8 GPUs (it was 16): past that, more generation GPUs only add idle.
+    assert "beyond 8 generation GPUs more only add idle time" in text
     table = plan_table(outcome.result).set_index("gen_gpus")
-    assert table.loc[32, "idle_fraction_by_pool.gen"] > table.loc[16, "idle_fraction_by_pool.gen"]
+    assert table.loc[32, "idle_fraction_by_pool.gen"] > table.loc[16, "idle_fraction_by_pool.gen"] > \
+        table.loc[8, "idle_fraction_by_pool.gen"]
 
 
 def test_cli_bad_space_exits_2_with_one_line(tmp_path):
