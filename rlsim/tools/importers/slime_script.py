@@ -210,17 +210,23 @@ def _split(script: Script, text: str, where: str) -> list[str]:
     return [_restore(t, subs) for t in tokens]
 
 
+def _closing(text: str, start: int, opening: str, closing: str) -> int:
+    """Index of the bracket that closes the one at `start` (nested pairs counted), or len(text) if none does."""
+    depth, j = 0, start
+    while j < len(text):
+        depth += {opening: 1, closing: -1}.get(text[j], 0)
+        if depth == 0:
+            break
+        j += 1
+    return j
+
+
 def _protect_substitutions(text: str) -> tuple[str, list[str]]:
     subs: list[str] = []
     out, i = [], 0
     while i < len(text):
         if text.startswith("$(", i):
-            depth, j = 0, i + 1
-            while j < len(text):
-                depth += {"(": 1, ")": -1}.get(text[j], 0)
-                if depth == 0:
-                    break
-                j += 1
+            j = _closing(text, i + 1, "(", ")")
             subs.append(text[i: j + 1])
             out.append(f"\x01{len(subs) - 1}\x01")
             i = j + 1
@@ -261,12 +267,7 @@ def _expand(script: Script, token: str, owner: str | None = None) -> str | None:
     i = 0
     while i < len(token):
         if token.startswith("${", i):
-            depth, j = 0, i + 1
-            while j < len(token):
-                depth += {"{": 1, "}": -1}.get(token[j], 0)
-                if depth == 0:
-                    break
-                j += 1
+            j = _closing(token, i + 1, "{", "}")
             inner, i = token[i + 2: j], j + 1
             name = re.match(r"[A-Za-z_]\w*", inner)
             if name is None:
