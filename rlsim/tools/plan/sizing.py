@@ -22,7 +22,7 @@ from rlsim.sim.api import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNITUD
 from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
 from rlsim.tools.plan.search import Evaluation, Progress, run_search
 from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
-from rlsim.tools.report.validation_band import Band, band, scenario_regime
+from rlsim.tools.report.validation_band import ROW_TOLERANCE_PCT, Band, band, scenario_regime
 
 DEFAULT_MAX_GPUS = 64
 SEED_REPLICATES = 3  # the answer's band: throughput over this many seeds
@@ -225,7 +225,7 @@ def best_simulated(evals: list[Evaluation], target: Target) -> Evaluation | None
 
 # Where no validated row resembles the job, a smaller size this close to the target is flagged all the same: the
 # per-row tolerance of the validation (docs/validation.md), the least a prediction may miss by with nothing to say.
-UNKNOWN_MODEL_ERROR_PCT = 25.0
+UNKNOWN_MODEL_ERROR_PCT = ROW_TOLERANCE_PCT
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,9 @@ import pandas as pd
 RESIDUALS_CSV = Path(__file__).with_name("validation_residuals.csv")
 RESIDUAL_COLUMNS = ["name", "source", "gpu", "params_b", "context", "family", "engine", "batch", "error_pct"]
 MIN_ROWS = 2
+# The most a predicted row may miss by (validation's per-row tolerance and max target): also the margin a plan
+# flags where no validated row resembles the job and the model's own error is unknown.
+ROW_TOLERANCE_PCT = 25.0
 SIZE_RATIO = 4.0  # a model within 4x in size resembles
 CONTEXT_RATIO = 4.0  # a context within 4x resembles
 SMALL_BATCH = 16  # running sequences per engine at or below which a step is "small" (host-bound, fixed costs)
