@@ -46,11 +46,9 @@ REGRESSION_GUARD_PCT = {
     "verl #1208 Qwen2.5-0.5B 4xGH200 gen / step": 33.0,
     "SGLang blog": 46.0,
     "verl generation phase with / without vLLM CUDA graphs": 12.0,
-    # The NCCL column, priced one tensor per call (costs/weight_sync.py per-tensor-nccl) since the sync paths landed:
-    # the 7B and Llama-3-8B syncs come out slower than published (the 3B one is slower than both there).
-    "verl PR #116 Qwen2.5-7B NCCL": 55.0,
-    "verl PR #116 Llama-3-8B NCCL": 70.0,
-    "verl PR #116 same process / NCCL": 45.0,
+    # The ratio rows keep the guards they had before the sync paths landed (the 3B one lowered from 360).
+    "verl PR #116 same process / NCCL, Qwen2.5-3B": 20.0,
+    "verl PR #116 same process / NCCL, Qwen2.5-7B": 40.0,
     "verl PR #116": 28.0,
     # Predicted since the engines' per-step costs come from measured operators (docs/operators.md).
     "NIM Llama-3.3-70B": 15.0,
@@ -70,6 +68,21 @@ REGRESSION_GUARD_PCT = {
     "AReaL 1.5B 8k-cap throughput eta=1 ": 36.0,
     "AReaL 1.5B 8k-cap throughput eta=": 58.0,
 }
+
+# Rows past their guard since a mechanism landed, recorded as known misses (tests/test_validation.py holds each as a
+# strict xfail) instead of raising the guard: name prefix -> why. Remove a row once it is back within its guard.
+KNOWN_PAST_GUARD = {
+    # Priced one NCCL call per tensor (costs/weight_sync.py per-tensor-nccl, SGLang #13824's cross-node 1.65 ms per
+    # call scaled to one node): the 7B and Llama-3-8B syncs come out 49% and 62% slower than published, and the
+    # Llama same-process / NCCL ratio 35% low. verl's in-node per-call cost would settle it (docs/validation.md).
+    "verl PR #116 Qwen2.5-7B NCCL": "one-tensor-per-call NCCL sync priced 49% slow",
+    "verl PR #116 Llama-3-8B NCCL": "one-tensor-per-call NCCL sync priced 62% slow",
+    "verl PR #116 same process / NCCL, Llama-3-8B": "ratio 35% low through the NCCL column",
+}
+
+
+def known_past_guard(name: str) -> bool:
+    return any(name.startswith(prefix) for prefix in KNOWN_PAST_GUARD)
 
 
 def _guard(name: str) -> float:
