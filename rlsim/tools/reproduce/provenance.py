@@ -215,7 +215,7 @@ def constant_exists(c: FittedConstant) -> bool:
             node = node[part]
         return True
     if c.where.endswith("engine_kinds.py"):
-        from rlsim.sim.api import ENGINE_KINDS
+        from rlsim.sim.costs import ENGINE_KINDS
 
         kind, _, attr = c.constant.rpartition(".")
         return kind in ENGINE_KINDS and getattr(ENGINE_KINDS[kind], attr, None) is not None
