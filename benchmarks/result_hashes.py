@@ -1,7 +1,7 @@
 """Hash every output table of every shipped run scenario: the bit-identity check for a speed-up.
 
 A change meant to be pure speed must leave every result bit for bit. Run this before and after it and
-diff the two JSON files (steps are capped at 2 so that the 24 scenarios take ~30 s):
+diff the two JSON files (steps are capped at 2 so that every shipped scenario runs in seconds):
 
     python benchmarks/result_hashes.py before.json      # on the old commit (e.g. a git worktree)
     python benchmarks/result_hashes.py after.json

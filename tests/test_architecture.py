@@ -8,6 +8,7 @@ scenario -> placement -> schedule phases -> engine/costs -> collector -> Result 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from functools import cache
@@ -176,20 +177,67 @@ def test_nothing_imports_the_cli():
     assert offenders == []
 
 
-# What the tools still import from the simulator besides its public API (rlsim.sim.api): nothing; a tool that
-# needs a new simulator name adds it to the API (a declared, lazily loaded surface) instead of reaching past it.
+# The simulator's declared surfaces (lazily loaded): the simulation API, the pure costs, the input helpers.
+SURFACES = ("rlsim.sim.api", "rlsim.sim.costs", "rlsim.sim.inputs")
+# What the tools still import from the simulator besides its surfaces: nothing; a tool that needs a new
+# simulator name adds it to a surface instead of reaching past it.
 TOOLS_BEYOND_THE_API: set[str] = set()
 
 
 def test_tools_reach_the_simulator_through_its_public_api():
-    """A tool imports the simulator through rlsim.sim.api, or from a module on the list above (which must shrink
-    when a tool moves onto the API: the list is exactly what is left)."""
+    """A tool imports the simulator through its surfaces, or from a module on the list above (which must shrink
+    when a tool moves onto a surface: the list is exactly what is left)."""
     direct = set()
     for path in sorted((PACKAGE / "tools").rglob("*.py")):
         tree = _parsed(path)
         direct |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
-                   and n.module.startswith("rlsim.sim.") and n.module != "rlsim.sim.api"}
+                   and n.module.startswith("rlsim.sim.") and n.module not in SURFACES}
+        direct |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                   if a.name.startswith("rlsim.sim.") and a.name not in SURFACES}
     assert direct == TOOLS_BEYOND_THE_API
+
+
+# The public names, pinned: adding or removing one is a conscious change (update the list, the module's docstring
+# and docs/architecture.md together). The simulation surface stays small; helpers live on their own surfaces.
+PUBLIC_NAMES = {
+    "rlsim": ["Result", "ScenarioError", "__version__", "load_scenario", "simulate"],
+    "rlsim.sim.api": [
+        "HardwareProfile", "LengthLaw", "ModelShape", "PoolSpec", "Problem", "Result", "RoleName", "Scenario",
+        "ScenarioError", "ScheduleSpec", "SimulationStalled", "StalenessUnit", "Strict", "apply_overrides",
+        "available_profiles", "clip_to_window", "describe_mode", "dump_scenario", "load_profile", "load_scenario",
+        "max_sequence_tokens", "measured_window", "parse_scenario", "placement_rows", "preset_names",
+        "profile_numeric_fields", "profile_override_fields", "read_yaml", "resolve_preset", "sanity_warnings",
+        "shipped_dir", "simulate", "validation_problems",
+    ],
+    "rlsim.sim.costs": [
+        "DecodeCoefficients", "ENGINE_KINDS", "MemoryBreakdown", "SyncSetup", "allgather_time",
+        "allreduce_time", "decode_coefficients", "decode_step_time", "engine_overheads",
+        "engine_weight_bytes_per_gpu", "exposed_grad_comm", "forward_flops", "forward_memory_per_gpu",
+        "forward_pass_time", "grad_allreduce_time", "grouped_gemm_work", "kv_capacity_tokens",
+        "layer_memory_elements", "linear_layers_time", "offload_bytes_per_gpu", "offload_time",
+        "pcie_transfer_time", "pipeline_bubble_factor", "prefill_time", "reshard_bytes_per_gpu",
+        "reshard_redundant_bytes_per_gpu", "reshard_time", "ring_bandwidth_bytes_per_s", "serving_itl",
+        "sync_parts", "sync_time", "touched_fraction", "tp_allreduce_time", "train_pass_time",
+        "training_activation_bytes", "training_flops", "training_memory_per_gpu",
+    ],
+    "rlsim.sim.inputs": [
+        "MAX_CSV_BYTES", "MAX_GPUS_PER_NODE", "MAX_NODES", "MAX_NUMBER", "MIN_MAGNITUDE", "PLACEMENT_ALIASES",
+        "SCHEDULE_ALIASES", "YamlInputError", "canonical_name", "canonical_profile", "closest", "did_you_mean",
+        "model_problems", "parse_yaml", "read_text_bounded", "unknown_profile_message",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_NAMES))
+def test_the_public_names_are_the_pinned_ones(module):
+    assert sorted(importlib.import_module(module).__all__) == sorted(PUBLIC_NAMES[module])
+
+
+def test_the_surfaces_do_not_overlap():
+    """A name lives on one surface: the API does not re-offer the costs' or the input helpers' names."""
+    names = {m: set(importlib.import_module(m).__all__) for m in SURFACES}
+    assert names["rlsim.sim.api"] & (names["rlsim.sim.costs"] | names["rlsim.sim.inputs"]) == set()
+    assert names["rlsim.sim.costs"] & names["rlsim.sim.inputs"] == set()
 
 
 def test_costs_import_only_hardware_and_model_shapes():
@@ -207,6 +255,7 @@ HEAVY = ("pandas", "simpy", "matplotlib", "scipy")
 LOADS_NOTHING_HEAVY = {
     "rlsim": (*HEAVY, "numpy", "pydantic", "typer", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
     "rlsim.sim.api": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
+    "rlsim.sim.inputs": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
     "rlsim.sim.scenario": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario.schema"),
     "rlsim.sim.costs": (*HEAVY, "numpy", "pydantic", "rlsim.sim.costs.generation"),
     "rlsim.tools.report.formats": (*HEAVY, "numpy", "rlsim.sim"),
@@ -234,9 +283,10 @@ def test_the_lazy_facades_still_hand_out_every_name():
     import rlsim
     import rlsim.sim.api as api
     import rlsim.sim.costs as costs
+    import rlsim.sim.inputs as inputs
     import rlsim.sim.scenario as scenario
 
-    for facade in (rlsim, api, costs, scenario):
+    for facade in (rlsim, api, costs, inputs, scenario):
         for name in facade.__all__:
             assert getattr(facade, name) is not None, f"{facade.__name__}.{name}"
     assert rlsim.simulate is api.simulate and rlsim.load_scenario is scenario.load_scenario

@@ -14,7 +14,7 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlsim.sim.costs.environment import attempt_outcome, backoff_delay, worst_case_call_s
+from rlsim.sim.costs.environment import attempt_outcome, backoff_delay
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.tools import EnvironmentPool, ToolResult, ToolRunner
 from rlsim.sim.scenario.schema import (
@@ -77,10 +77,6 @@ def test_attempt_outcome_timeout_wins() -> None:
     assert attempt_outcome(20.0, True, 30.0) == ("failed", 20.0)
     assert attempt_outcome(30.0, False, 30.0) == ("ok", 30.0)
     assert attempt_outcome(99.0, False, None) == ("ok", 99.0)
-
-
-def test_worst_case_matches_asearcher_search() -> None:
-    assert worst_case_call_s(40.0, 30.0, 4, [1, 2, 4]) == 127.0
 
 
 def test_lognormal_median_and_cap() -> None:

@@ -287,3 +287,25 @@ def test_shipped_residuals_match_the_table(tables):
     fresh, shipped = residuals(table).reset_index(drop=True), load_residuals()
     assert list(fresh["name"]) == list(shipped["name"])
     assert (fresh["error_pct"] - shipped["error_pct"]).abs().max() < 0.05
+
+
+@pytest.mark.slow
+def test_the_figures_the_docs_quote_are_todays(tables):
+    """docs/validation.md's current figures and the README's headline are the table's, computed here: a count
+    that drifts fails this test instead of going stale unseen."""
+    table, found = tables
+    s = summary(table)
+    pred = in_scope_predicted(table)
+    fitted = int(((table["status"] == "fitted") & (table["scope"] == "")).sum())
+    root = Path(__file__).resolve().parents[1]
+    page = " ".join((root / "docs" / "validation.md").read_text().split())
+    readme = " ".join((root / "README.md").read_text().split())
+    n, n_abs = s["predicted"], s["predicted_absolute"]
+    median, worst = s["median_abs_error_pct"], s["max_abs_error_pct"]
+    assert (f"{s['rows']} rows: **{n} predicted** ({n_abs} absolute, {n - n_abs} ratios), {fitted} fitted and "
+            f"{s['out_of_scope']} outside the model's scope") in page
+    assert f"median |error| is **{median:.1f}%** and the max is **{worst:.1f}%**" in page
+    assert f"{int(pred['within'].sum())} of {n} are within" in page
+    assert f"{int(found['passed'].sum())} of the {len(found)} bounds and findings hold" in page
+    assert (f"{n} rows qualify today ({n_abs} absolute), and they miss by a median of {median:.1f}%, at most "
+            f"{worst:.0f}%") in readme

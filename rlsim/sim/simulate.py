@@ -147,6 +147,8 @@ def _result(scenario: Scenario, env: SimEnvironment, collector: RunCollector, wa
         "events": env.events_processed,
         "wall_time_s": time.perf_counter() - wall0,
         "simulated_time_s": env.now,
+        # each engine's batch limit, as the engine holds it (lent and wide engines included): report plots read it
+        "max_num_seqs": {e.name: e.max_num_seqs for e in collector.engines},
     }
     return Result(scenario, summary, steps, timeline, _engine_stats(collector.engines), meta, samples, tools, trajs)
 

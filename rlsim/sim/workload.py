@@ -57,14 +57,3 @@ class LengthSampler:
         out = sample_group_lengths(self.workload, n_groups, group_size, step, self.rng, self.cursor)
         self.cursor += n_groups * group_size
         return out
-
-
-# ---------------------------------------------------------------- maxima (memory checks)
-
-
-def max_lengths(workload: WorkloadSpec) -> tuple[int, int]:
-    """The largest (prompt, response) lengths a workload produces: the trace's, or its distributions'."""
-    if workload.length_trace is not None:
-        prompts, responses = _trace_pairs(workload.length_trace.path)
-        return int(prompts.max()), int(responses.max())
-    return workload.prompt_length.maximum(), workload.response_length.maximum()

@@ -31,19 +31,6 @@ def allgather_time(size_bytes: float, n: int, bandwidth: float, latency_s: float
     return size_bytes / bandwidth * (n - 1) / n + (n - 1) * latency_s
 
 
-def broadcast_time(size_bytes: float, n: int, bandwidth: float, latency_s: float) -> float:
-    """Pipelined (chunked) ring broadcast: about one full buffer time, plus a hop latency per receiver."""
-    if n <= 1 or size_bytes <= 0:
-        return 0.0
-    return size_bytes / bandwidth + (n - 1) * latency_s
-
-
-def p2p_time(size_bytes: float, bandwidth: float, latency_s: float) -> float:
-    if size_bytes <= 0:
-        return 0.0
-    return size_bytes / bandwidth + latency_s
-
-
 def alltoall_time(size_bytes: float, n: int, bandwidth: float, latency_s: float) -> float:
     """All-to-all of `size_bytes` per rank over n ranks: each keeps 1/n and sends the other (n-1)/n, one
     message to every peer at once, so one point-to-point latency and (n-1)/n of the buffer per link."""

@@ -33,10 +33,3 @@ def backoff_delay(backoff_s: Sequence[float], attempt: int) -> float:
     if attempt == 0 or not backoff_s:
         return 0.0
     return float(backoff_s[min(attempt, len(backoff_s)) - 1])
-
-
-def worst_case_call_s(latency_cap_s: float, timeout_s: float | None, max_attempts: int,
-                      backoff_s: Sequence[float]) -> float:
-    """Longest a call can take without queueing (every attempt cut off or at its cap, every backoff waited)."""
-    attempt_s = latency_cap_s if timeout_s is None else min(latency_cap_s, timeout_s)
-    return max_attempts * attempt_s + sum(backoff_delay(backoff_s, k) for k in range(1, max_attempts))

@@ -88,11 +88,6 @@ class ParallelLayout:
         one: a layout with fewer ranks than its expert group, which validation refuses, is priced as one)."""
         return max(1, self.stage_ranks // self.expert_group)
 
-    @property
-    def expert_share(self) -> float:
-        """The share of all expert bytes one GPU holds."""
-        return 1.0 / self.expert_group_gpus
-
     def expert_problem(self) -> str:
         """Why this layout cannot shard its experts ('' when it can): an engine's ep must divide its tp; a
         training role's expert group must divide its tp x dp ranks of a stage (Megatron's whole expert

@@ -16,7 +16,6 @@ weights from HBM.
 
 from __future__ import annotations
 
-from rlsim.sim.costs.training import frozen_base_flops, training_flops
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -45,12 +44,6 @@ def adapter_params(model: ModelShape, rank: int, targets: str = "all-linear") ->
 def adapter_bytes(model: ModelShape, rank: int, targets: str = "all-linear") -> float:
     """What an adapter sync moves: its parameters at the model's weight precision."""
     return adapter_params(model, rank, targets) * model.weight_bytes
-
-
-def lora_training_flops(model: ModelShape, tokens: float, seq_len_sq_sum: float, adapters: float) -> float:
-    """Training FLOPs of adapters over a frozen base: full training's, less the base's weight gradients
-    (2N per token), plus the adapters' 6 x adapter params per token (costs/training.py prices it so)."""
-    return training_flops(model, tokens, seq_len_sq_sum) + frozen_base_flops(model, tokens, adapters)
 
 
 def lora_step_overhead_s(

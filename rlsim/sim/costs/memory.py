@@ -188,26 +188,3 @@ def forward_memory_per_gpu(
     return MemoryBreakdown(
         weights=weights, grads=0.0, optimizer=0.0, activations=activations, kv=0.0, capacity=hw.hbm_bytes
     )
-
-
-def engine_memory_per_gpu(
-    model: ModelShape,
-    hw: HardwareProfile,
-    tp: int,
-    gpu_memory_utilization: float,
-    activation_reserve_bytes_per_gpu: float,
-    min_kv_tokens: float,
-) -> MemoryBreakdown:
-    """Rollout engine: it must at least hold one max-length sequence (`min_kv_tokens`) in its share.
-
-    The engine owns `gpu_memory_utilization` of HBM; whatever is left after weights and the
-    activation reserve becomes KV cache, so `fits` is exactly `kv_capacity_tokens >= min_kv_tokens`.
-    """
-    return MemoryBreakdown(
-        weights=engine_weight_bytes_per_gpu(model, tp),
-        grads=0.0,
-        optimizer=0.0,
-        activations=activation_reserve_bytes_per_gpu,
-        kv=min_kv_tokens * model.kv_bytes_per_token / tp,
-        capacity=hw.hbm_bytes * gpu_memory_utilization,
-    )

@@ -24,15 +24,33 @@ from rlsim.sim.model_shapes import ModelShape
 ACTIVATION_BYTES = 2.0
 
 
+def expert_weights(hidden, ffn):
+    """Weights of one expert (a gated MLP: gate, up and down, each hidden x ffn); numbers or arrays."""
+    return 3 * hidden * ffn
+
+
 def expert_params(model: ModelShape) -> float:
     """Parameters of all routed experts (gated MLPs); the router and everything else are not sharded by EP."""
-    return float(model.layers * 3 * model.hidden * model.ffn * model.num_experts)
+    return float(model.layers * expert_weights(model.hidden, model.ffn) * model.num_experts)
+
+
+def touched_fraction(tokens, num_experts, top_k):
+    """Share of an MoE layer's experts a batch of `tokens` touches under uniform top-k routing:
+    1 - (1 - k/E)^tokens (at least one token). Numbers, or arrays (calibration's rows) elementwise."""
+    floor = np.maximum(tokens, 1) if isinstance(tokens, np.ndarray) else max(tokens, 1)
+    return 1.0 - (1.0 - top_k / num_experts) ** floor
 
 
 def touched_share(model: ModelShape, tokens: float) -> float:
-    """Share of an MoE layer's experts a batch of `tokens` touches under uniform top-k routing:
-    1 - (1 - k/E)^tokens (at least one token)."""
-    return 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** max(tokens, 1)
+    """`touched_fraction` of a model's experts."""
+    return touched_fraction(tokens, model.num_experts, model.experts_per_token)
+
+
+def grouped_gemm_work(touched, copies, hidden, ffn, weight_bytes):
+    """(bytes read, FLOPs) of one MoE layer's grouped expert GEMM on one GPU: the `touched` experts' weights
+    (each `ffn` wide on this GPU) read once, and `copies` routed token copies through gate, up and down
+    (2 FLOPs per weight). Numbers or arrays; the cost is hypot(read / (BW eta_mem), FLOPs / (peak eta_compute))."""
+    return touched * 3.0 * hidden * ffn * weight_bytes, copies * 6.0 * hidden * ffn
 
 
 @cache
@@ -132,8 +150,9 @@ def expert_gemm_time(model: ModelShape, hw: HardwareProfile, tokens: float, tp: 
     ffn = model.ffn / ParallelLayout(tp=tp, ep=ep, engine=True).expert_tensor_split
     touched = e / ep * touched_share(model, tokens) * read_imbalance(model, tokens, ep)
     copies = tokens * k / ep * token_imbalance(model, tokens, ep)
-    read = touched * 3.0 * model.hidden * ffn * model.weight_bytes / (hw.hbm_bytes_per_s * hw.moe_gemm_eta_mem)
-    flops = copies * 6.0 * model.hidden * ffn / (hw.peak_flops_for(model.weight_bytes) * hw.moe_gemm_eta_compute)
+    read_bytes, flop_count = grouped_gemm_work(touched, copies, model.hidden, ffn, model.weight_bytes)
+    read = read_bytes / (hw.hbm_bytes_per_s * hw.moe_gemm_eta_mem)
+    flops = flop_count / (hw.peak_flops_for(model.weight_bytes) * hw.moe_gemm_eta_compute)
     layer = (read * read + flops * flops) ** 0.5
     if hw.moe_routing_per_token_us is not None:
         layer += hw.moe_routing_per_token_us * 1e-6 * tokens / ep

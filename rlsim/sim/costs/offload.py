@@ -72,27 +72,3 @@ def offload_time(
         grad_bytes=grad_bytes, ep=ep,
     )
     return pcie_transfer_time(size, hw)
-
-
-def onload_time(
-    model: ModelShape,
-    hw: HardwareProfile,
-    tp: int,
-    pp: int,
-    dp: int,
-    *,
-    params: bool = True,
-    grads: bool = False,
-    optimizer: bool = True,
-    shard_optimizer: bool = True,
-    shard_params: bool = False,
-    shard_grads: bool = True,
-    grad_bytes: float = 4.0,
-    ep: int = 1,
-) -> float:
-    """Seconds to bring the same state back: PCIe is symmetric, so the same volume and time."""
-    return offload_time(
-        model, hw, tp, pp, dp, params=params, grads=grads, optimizer=optimizer,
-        shard_optimizer=shard_optimizer, shard_params=shard_params, shard_grads=shard_grads,
-        grad_bytes=grad_bytes, ep=ep,
-    )

@@ -7,9 +7,8 @@ all-reduce is not hidden behind the backward pass (`exposed_grad_comm`, the over
 is a result (`pass_model_flops` over seconds x GPUs x peak). A profile or pool that sets `train_mfu` /
 `forward_mfu` (an explicit override) prices every FLOP at it instead: model FLOPs / (GPUs x peak x MFU).
 
-Two levels: `train_time` / `forward_time` price a pass over evenly spread tokens; `train_pass_time` /
-`forward_pass_time` price a batch of sequences the way the simulator runs it. A pass over a batch is as
-slow as its slowest data-parallel rank, so how sequences are dealt to ranks matters (verl's
+`train_pass_time` / `forward_pass_time` price a batch of sequences the way the simulator runs it. A pass over a
+batch is as slow as its slowest data-parallel rank, so how sequences are dealt to ranks matters (verl's
 `balance_batch` equalises tokens per rank; without it ranks take contiguous chunks). Within a rank,
 dynamic batching packs sequences into micro-batches of at most `ppo_max_token_len_per_gpu` tokens;
 their number sets the pipeline bubble.
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,7 +26,7 @@ from rlsim.sim.costs.layout import ParallelLayout
 from rlsim.sim.costs.long_context import PLAIN, PassOptions, micro_batches, rank_parts
 from rlsim.sim.costs.memory import expert_split
 from rlsim.sim.costs.moe import TrainingEP
-from rlsim.sim.costs.training_ops import OPTIMIZER_STEP_FIXED_S, pass_parts, rank_parts_ops
+from rlsim.sim.costs.training_ops import OPTIMIZER_STEP_FIXED_S, rank_parts_ops
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
@@ -79,12 +77,6 @@ def pipeline_bubble_factor(pp: int, micro_batches: int) -> float:
     return (micro_batches + pp - 1) / micro_batches
 
 
-def _data_parallel(gpus: int, tp: int, pp: int) -> int:
-    if tp < 1 or pp < 1 or gpus < tp * pp or gpus % (tp * pp):
-        raise ValueError(f"{gpus} GPUs cannot be split into tp={tp} x pp={pp} model-parallel groups")
-    return gpus // (tp * pp)
-
-
 def grad_allreduce_time(
     model: ModelShape,
     hw: HardwareProfile,
@@ -124,115 +116,6 @@ def _busy(flops: float, hw: HardwareProfile, gpus: int, mfu: float, pp: int, mic
     """(compute, pipeline bubble) seconds of `flops` on `gpus` GPUs at efficiency `mfu`."""
     compute = flops / (gpus * hw.peak_flops * mfu)
     return compute, compute * (pipeline_bubble_factor(pp, micro_batches) - 1.0)
-
-
-def _ops_busy(model: ModelShape, hw: HardwareProfile, rank_tokens: float, rank_sq: float, tp: int, pp: int,
-              micro_batches: int, train: bool) -> tuple[float, float]:
-    """(compute, pipeline bubble) of one DP rank's evenly spread tokens, priced from operators."""
-    compute = sum(pass_parts(model, hw, rank_tokens, rank_sq, rank_tokens, micro_batches, tp, pp, train,
-                             PLAIN).values())
-    return compute, compute * (pipeline_bubble_factor(pp, micro_batches) - 1.0)
-
-
-@dataclass(frozen=True)
-class TrainBreakdown:
-    """Seconds of one training (or forward-only) pass over a batch, by cause."""
-
-    compute: float  # busy time: from operators (or FLOPs / (gpus x peak x MFU) under an MFU override)
-    bubble: float  # idle pipeline slots added by 1F1B
-    grad_comm: float  # full gradient all-reduce time
-    grad_comm_exposed: float  # the part of it not hidden behind backward
-
-    @property
-    def total(self) -> float:
-        return self.compute + self.bubble + self.grad_comm_exposed
-
-
-def train_time_breakdown(
-    model: ModelShape,
-    hw: HardwareProfile,
-    gpus: int,
-    tokens: float,
-    seq_len_sq_sum: float,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    micro_batches: int = 1,
-    gpus_per_node: int = 8,
-    overlap_grad_reduce: bool = True,
-    mfu: float | None = None,
-) -> TrainBreakdown:
-    """Training step cost split into compute, pipeline bubble and gradient communication."""
-    dp = _data_parallel(gpus, tp, pp)
-    eff = hw.train_mfu if mfu is None else mfu
-    if eff is None:
-        compute, bubble = _ops_busy(model, hw, tokens / dp, seq_len_sq_sum / dp, tp, pp, micro_batches, True)
-    else:
-        compute, bubble = _busy(training_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
-    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node)
-    exposed = exposed_grad_comm(comm, compute, overlap_grad_reduce)
-    return TrainBreakdown(compute=compute, bubble=bubble, grad_comm=comm, grad_comm_exposed=exposed)
-
-
-def train_time(
-    model: ModelShape,
-    hw: HardwareProfile,
-    gpus: int,
-    tokens: float,
-    seq_len_sq_sum: float,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    micro_batches: int = 1,
-    gpus_per_node: int = 8,
-    overlap_grad_reduce: bool = True,
-    mfu: float | None = None,
-) -> float:
-    """Seconds to train on `tokens` tokens (sum of squared sequence lengths `seq_len_sq_sum`)."""
-    return train_time_breakdown(
-        model, hw, gpus, tokens, seq_len_sq_sum, tp=tp, pp=pp, micro_batches=micro_batches,
-        gpus_per_node=gpus_per_node, overlap_grad_reduce=overlap_grad_reduce, mfu=mfu,
-    ).total
-
-
-def forward_time_breakdown(
-    model: ModelShape,
-    hw: HardwareProfile,
-    gpus: int,
-    tokens: float,
-    seq_len_sq_sum: float,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    micro_batches: int = 1,
-    mfu: float | None = None,
-) -> TrainBreakdown:
-    """Forward-only pass (reference, old log-prob, values, reward): no gradients, so no all-reduce."""
-    dp = _data_parallel(gpus, tp, pp)
-    eff = hw.forward_mfu if mfu is None else mfu
-    if eff is None:
-        compute, bubble = _ops_busy(model, hw, tokens / dp, seq_len_sq_sum / dp, tp, pp, micro_batches, False)
-    else:
-        compute, bubble = _busy(forward_flops(model, tokens, seq_len_sq_sum), hw, gpus, eff, pp, micro_batches)
-    return TrainBreakdown(compute=compute, bubble=bubble, grad_comm=0.0, grad_comm_exposed=0.0)
-
-
-def forward_time(
-    model: ModelShape,
-    hw: HardwareProfile,
-    gpus: int,
-    tokens: float,
-    seq_len_sq_sum: float,
-    *,
-    tp: int = 1,
-    pp: int = 1,
-    micro_batches: int = 1,
-    mfu: float | None = None,
-) -> float:
-    """Seconds of a forward-only pass: forward FLOPs / (gpus x peak x forward MFU) x bubble factor."""
-    return forward_time_breakdown(
-        model, hw, gpus, tokens, seq_len_sq_sum, tp=tp, pp=pp, micro_batches=micro_batches, mfu=mfu
-    ).total
 
 
 # ------------------------------------------------------------ batches: DP split, micro- and mini-batches

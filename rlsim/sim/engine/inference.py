@@ -177,6 +177,11 @@ class InferenceEngine:
         self._idle()  # end of run: record a busy interval still open
 
     @property
+    def max_num_seqs(self) -> int:
+        """The most sequences the engine runs at once (its settings' `max_num_seqs`)."""
+        return self._max_num_seqs
+
+    @property
     def weight_version(self) -> int:
         """The policy version of the weights the engine decodes with (set by `resume`)."""
         return self._weight_version

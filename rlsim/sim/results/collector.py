@@ -109,12 +109,6 @@ def column_kind(name: str) -> str:
     return STEP_COLUMNS[name].kind
 
 
-def column_unit(name: str) -> str:
-    if name.startswith(MFU_PREFIX):
-        return "fraction"
-    return "s" if name.startswith(TIMING_PREFIX) else STEP_COLUMNS[name].unit
-
-
 SAMPLE_COLUMNS = [
     "sample_id", "step", "engine", "prompt_tokens", "response_tokens", "arrival_s", "admitted_s",
     "finished_s", "preemptions", "oldest_version", "newest_version", "staleness", "fate",

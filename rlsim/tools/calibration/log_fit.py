@@ -174,7 +174,7 @@ NEUTRAL_MFU = {"train_mfu": 0.4, "forward_mfu": 0.5}
 
 def start_values(scenario, logged: dict[str, float]) -> dict[str, float]:
     """Each factor the log informs, at the scenario's current value."""
-    from rlsim.sim.api import engine_overheads
+    from rlsim.sim.costs import engine_overheads
 
     roles, out = scenario.roles, {}
     if "rollout" in roles and roles["rollout"].engine is not None and {"generate", "gen"} & set(logged):

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsim.sim.api import MAX_CSV_BYTES, YamlInputError, read_text_bounded
+from rlsim.sim.inputs import MAX_CSV_BYTES, YamlInputError, read_text_bounded
 
 FORMATS = ("verl", "roll", "areal", "csv")
 

@@ -21,17 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsim.sim.api import (
-    HardwareProfile,
-    ModelShape,
-    YamlInputError,
-    decode_step_time,
-    prefill_time,
-    read_text_bounded,
-    resolve_preset,
-    serving_itl,
-    train_pass_time,
-)
+from rlsim.sim.api import HardwareProfile, ModelShape, resolve_preset
+from rlsim.sim.costs import decode_step_time, prefill_time, serving_itl, train_pass_time
+from rlsim.sim.inputs import YamlInputError, read_text_bounded
 
 KINDS = ("decode_step", "serving_itl", "prefill", "train")
 COLUMNS = (

@@ -26,7 +26,8 @@ from typing import Self
 
 import numpy as np
 
-from rlsim.sim.api import MIN_MAGNITUDE, YamlInputError, layer_memory_elements, read_text_bounded
+from rlsim.sim.costs import layer_memory_elements
+from rlsim.sim.inputs import MIN_MAGNITUDE, YamlInputError, read_text_bounded
 
 # The dense layer's operators as Vidur names them, and what each one is.
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")

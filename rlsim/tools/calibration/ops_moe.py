@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlsim.sim.costs import grouped_gemm_work, touched_fraction
 from rlsim.tools.calibration.ops_data import OpsDataError, read_header, read_table
 
 _PARTS = ("moe_gating_linear", "moe_gating_routing_topk", "moe_shuffling")
@@ -50,8 +51,12 @@ class MoeFit:
         return self.grouped_gemm_fixed_us + self.gating_routing_shuffle_us
 
 
-def touched_experts(tokens, experts: float, top_k: float):
-    return experts * (1.0 - (1.0 - top_k / experts) ** np.maximum(tokens, 1.0))
+BF16_BYTES = 2.0  # Frontier's MoE rows run bf16 weights
+
+
+def touched_experts(tokens, experts, top_k):
+    """Experts a batch of `tokens` touches: the simulator's rule (costs/moe.py `touched_fraction`) x experts."""
+    return experts * touched_fraction(tokens, experts, top_k)
 
 
 def fit_moe(path: Path, hbm_bytes_per_s: float) -> MoeFit:
@@ -62,9 +67,10 @@ def fit_moe(path: Path, hbm_bytes_per_s: float) -> MoeFit:
     t = {c: v[single] for c, v in t.items()}
     sel = t["num_tokens"] <= 256
     tokens, e, k = t["num_tokens"][sel], t["num_experts"][sel], t["router_topk"][sel]
-    expert_bytes = 3.0 * t["hidden_dim"][sel] * t["expert_hidden_dim"][sel] * 2.0  # gate, up, down in bf16
     y = t["time_stats.moe_grouped_gemm.median"][sel] * 1e-3
-    x = touched_experts(tokens, e, k) * expert_bytes / hbm_bytes_per_s
+    read, _ = grouped_gemm_work(touched_experts(tokens, e, k), tokens * k, t["hidden_dim"][sel],
+                                t["expert_hidden_dim"][sel], BF16_BYTES)
+    x = read / hbm_bytes_per_s
     a = np.column_stack([np.ones_like(y), x]) / y[:, None]
     (t0, inv_eta), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
     pred = t0 + inv_eta * x
@@ -114,12 +120,12 @@ class GroupedGemmFit:
 
 
 def gemm_terms(t: dict[str, np.ndarray], peak_flops: float, hbm_bytes_per_s: float):
-    """(touched experts, read seconds at full bandwidth, compute seconds at peak) of each row's device."""
+    """(touched experts, read seconds at full bandwidth, compute seconds at peak) of each row's device, the bytes
+    and FLOPs as the simulator counts them (costs/moe.py `grouped_gemm_work`)."""
     ffn = t["expert_hidden_dim"] / t["num_tensor_parallel_workers"]  # each of the device's experts is 1/tp wide
-    expert_flops = 2.0 * 3.0 * t["hidden_dim"] * ffn
     touched = t["num_experts_per_device"] * t["expert_utilization"]
-    read = touched * 3.0 * t["hidden_dim"] * ffn * 2.0 / hbm_bytes_per_s  # gate, up, down in bf16
-    return touched, read, t["total_routed_tokens"] * expert_flops / peak_flops
+    read, flops = grouped_gemm_work(touched, t["total_routed_tokens"], t["hidden_dim"], ffn, BF16_BYTES)
+    return touched, read / hbm_bytes_per_s, flops / peak_flops
 
 
 def _gemm_columns(touched, read, compute, ratio: float, per_expert: bool) -> np.ndarray:

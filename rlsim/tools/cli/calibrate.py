@@ -60,7 +60,8 @@ def calibrate(
         rows = cal.read_measurements(measurements)
         start = load_profile(profile)
     except ValidationError as exc:  # a profile file with a bad number: worded like every scenario field
-        from rlsim.sim.api import HardwareProfile, model_problems
+        from rlsim.sim.api import HardwareProfile
+        from rlsim.sim.inputs import model_problems
 
         fail([f"--profile {profile}: {p.path}: {p.message}" for p in model_problems(exc, None, root=HardwareProfile)])
     except KeyError as exc:

@@ -48,7 +48,7 @@ def engines() -> None:
     """List the engine kinds (engine.kind): host work per step and per sequence, overlap, CUDA-graph sizes."""
     from rich.table import Table
 
-    from rlsim.sim.api import ENGINE_KINDS
+    from rlsim.sim.costs import ENGINE_KINDS
 
     table = Table(title="engine kinds (roles.rollout.engine.kind)")
     table.add_column("kind", no_wrap=True)

@@ -28,7 +28,7 @@ def hardware(ledger: Ledger, name: str | None) -> str:
     """The pools' hardware profile: `--hardware` (`H100`, `NVIDIA H100` -> h100-sxm), else assumed (configs name
     devices, not GPU models)."""
     if name:
-        from rlsim.sim.api import canonical_profile
+        from rlsim.sim.inputs import canonical_profile
 
         return name if name.endswith((".yaml", ".yml")) else canonical_profile(name) or name
     ledger.assume("GPU model of every pool", DEFAULT_HARDWARE, "--hardware NAME (`rlsim profiles`)")

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from rlsim.sim.api import YamlInputError, parse_yaml, read_text_bounded
+from rlsim.sim.inputs import YamlInputError, parse_yaml, read_text_bounded
 from rlsim.tools.importers.common import ImportProblem
 
 _MISSING = "???"

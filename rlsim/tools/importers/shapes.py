@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rlsim.sim.api import YamlInputError, preset_names, read_text_bounded
+from rlsim.sim.api import preset_names
+from rlsim.sim.inputs import YamlInputError, read_text_bounded
 from rlsim.tools.importers.common import ImportProblem, Ledger
 
 ASSUMED_PRESET = "qwen2.5-7b"

@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsim.sim.api import YamlInputError, read_text_bounded
+from rlsim.sim.inputs import YamlInputError, read_text_bounded
 from rlsim.tools.importers.common import ImportProblem
 
 ENTRY_POINTS = ("train.py", "train_async.py")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from rlsim.sim.api import closest
+from rlsim.sim.inputs import closest
 
 _FOLDER = Path(__file__).with_name("vocab")
 VERSIONS = {"verl": "verl 0.9.1", "areal": "AReaL 1.0.4", "roll": "ROLL", "nemo-rl": "NeMo-RL"}

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlsim.sim.api import Scenario, decode_step_time, training_flops
+from rlsim.sim.api import Scenario
+from rlsim.sim.costs import decode_step_time, training_flops
 
 _SAMPLE = 4096
 

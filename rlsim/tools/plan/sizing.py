@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlsim.sim.api import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNITUDE
+from rlsim.sim.inputs import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNITUDE
 from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
 from rlsim.tools.plan.search import Evaluation, Progress, run_search
 from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
@@ -111,7 +111,7 @@ def parse_target(text: str) -> Target:
 
 def parse_gpu(text: str, known: list[str]) -> tuple[str, int]:
     """`TYPE[:MAX]` -> (profile name, most GPUs); ValueError with one line for an unknown type or bad MAX."""
-    from rlsim.sim.api import canonical_profile, unknown_profile_message
+    from rlsim.sim.inputs import canonical_profile, unknown_profile_message
 
     name, _, raw = text.partition(":")
     name = name.strip()

@@ -11,17 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from rlsim.sim.api import (
-    PLACEMENT_ALIASES,
-    SCHEDULE_ALIASES,
-    Problem,
-    RoleName,
-    ScenarioError,
-    Strict,
-    canonical_name,
-    read_yaml,
-    validation_problems,
-)
+from rlsim.sim.api import Problem, RoleName, ScenarioError, Strict, read_yaml, validation_problems
+from rlsim.sim.inputs import PLACEMENT_ALIASES, SCHEDULE_ALIASES, canonical_name
 
 Layout = Literal["colocate", "split", "standalone", "partitions", "disaggregated"]
 Offload = Literal["none", "optimizer", "all"]
@@ -30,7 +21,8 @@ Objective = Literal["throughput", "cost", "time-to-steps"]
 
 def _known_hardware(name: str) -> str:
     """A hardware profile that loads: an unknown name is one line listing the known profiles."""
-    from rlsim.sim.api import canonical_profile, load_profile
+    from rlsim.sim.api import load_profile
+    from rlsim.sim.inputs import canonical_profile
 
     try:
         load_profile(name)

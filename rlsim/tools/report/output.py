@@ -153,11 +153,17 @@ def load_run(folder: Path):
     steps = _read_table(folder, "steps")
     if "warmup" in steps:
         steps["warmup"] = steps["warmup"].astype(bool)
+    meta_path = folder / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    except (OSError, ValueError):
+        meta = {}
     tables = RunTables(
         steps=steps,
         timeline=_read_table(folder, "timeline"),
         engine_stats=_read_table(folder, "engine_stats"),
         samples=_read_table(folder, "samples"),
+        max_num_seqs=engine_seq_limits(meta),
         name=folder.name,
     )
     scenario_path = folder / "scenario.resolved.yaml"
@@ -170,7 +176,6 @@ def load_run(folder: Path):
             scn = None  # written by another rlsim version: plots fall back to what the tables say
         if scn is not None:
             tables.pool_gpus = {n: p.gpus for n, p in scn.cluster.pools.items()}
-            tables.max_num_seqs = engine_seq_limits(scn, tables.engine_stats)
             tables.name = scn.name
     return summary, tables
 

@@ -28,18 +28,14 @@ class RunTables:
             engine_stats=result.engine_stats,
             samples=getattr(result, "samples", pd.DataFrame()),
             pool_gpus={n: p.gpus for n, p in scn.cluster.pools.items()},
-            max_num_seqs=engine_seq_limits(scn, result.engine_stats),
+            max_num_seqs=engine_seq_limits(result.meta),
             name=scn.name,
         )
 
 
-def engine_seq_limits(scenario, engine_stats: pd.DataFrame) -> dict[str, int] | None:
-    """max_num_seqs per engine, matching engine names `<role>-<i>` to the scenario's roles."""
-    if engine_stats is None or engine_stats.empty:
-        return None
-    limits = {}
-    for eng in dict.fromkeys(engine_stats["engine"]):
-        engine = getattr(scenario.roles.get(str(eng).rpartition("-")[0]), "engine", None)
-        if engine is not None and getattr(engine, "max_num_seqs", None):
-            limits[str(eng)] = int(engine.max_num_seqs)
-    return limits or None
+def engine_seq_limits(meta: dict) -> dict[str, int] | None:
+    """max_num_seqs per engine, as each engine held it (a run's `meta`, or its meta.json read back)."""
+    limits = meta.get("max_num_seqs") if isinstance(meta, dict) else None
+    if not isinstance(limits, dict):
+        return None  # written by an rlsim that did not record them: plots go without the limit
+    return {str(k): int(v) for k, v in limits.items()} or None

@@ -148,30 +148,25 @@ def coverage_notes(regime: Regime, residuals: pd.DataFrame | None = None) -> lis
 
 
 def scenario_regime(scn) -> Regime:
-    """The regime of a scenario: the rollout role's GPU, model, TP, engine and sequences per engine; prompt +
-    response caps; schedule kind."""
+    """The regime of a scenario: the rollout role's GPU, model, TP, engine and sequences per engine; the longest
+    prompt + response the workload produces (the scenario checks' `max_sequence_tokens`); schedule kind."""
+    from rlsim.sim.api import max_sequence_tokens
+
     roles = scn.roles
-    role = roles.get("rollout") or roles.get("actor") or next(iter(roles.values()))
+    name = next((n for n in ("rollout", "actor") if n in roles), next(iter(roles)))
+    role = roles[name]
     model = scn.models[role.model]
     pool = scn.cluster.pools[role.pool]
-    context = int(_cap(scn.workload.prompt_length) + _cap(scn.workload.response_length))
+    context = int(max_sequence_tokens(scn))
     engine = getattr(role, "engine", None)
     kind = engine.kind if engine is not None else "generic"
-    engines = max(1, pool.nodes * pool.gpus_per_node // max(1, role.parallel.tp))
+    engines = max(1, scn.engine_count(name))
     samples = scn.algorithm.prompts_per_step * scn.algorithm.samples_per_prompt
     per_engine = min(samples / engines, engine.max_num_seqs if engine is not None else samples)
     return Regime(gpu=Path(str(pool.hardware)).stem, params_b=model.params / 1e9, context=context,
                   family=scn.schedule.kind, tp=role.parallel.tp, moe=model.num_experts > 0,
                   ep=max(r.parallel.ep for r in roles.values()), engine=engine_family(kind),
                   batch=batch_regime(per_engine))
-
-
-def _cap(length) -> float:
-    for attr in ("max", "value", "mean"):
-        v = getattr(length, attr, None)
-        if isinstance(v, int | float):
-            return float(v)
-    return 0.0
 
 
 def describe(regime: Regime) -> str:

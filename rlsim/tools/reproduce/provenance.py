@@ -196,10 +196,6 @@ def scope_of(source: str, feature: str | None = None) -> str:
     return features[0] if features else ""
 
 
-def constants_fitted_to(source: str) -> list[FittedConstant]:
-    return [c for c in FITTED if source in c.fitted_to]
-
-
 def constant_exists(c: FittedConstant) -> bool:
     """Whether `c` names a real constant: a dotted key of a YAML file, an engine kind's field, or a function."""
     from rlsim.sim.api import shipped_dir
@@ -215,7 +211,7 @@ def constant_exists(c: FittedConstant) -> bool:
             node = node[part]
         return True
     if c.where.endswith("engine_kinds.py"):
-        from rlsim.sim.api import ENGINE_KINDS
+        from rlsim.sim.costs import ENGINE_KINDS
 
         kind, _, attr = c.constant.rpartition(".")
         return kind in ENGINE_KINDS and getattr(ENGINE_KINDS[kind], attr, None) is not None

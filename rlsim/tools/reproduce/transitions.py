@@ -13,17 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from pydantic import TypeAdapter
 
-from rlsim.sim.api import (
-    ModelShape,
-    SyncSetup,
-    load_profile,
-    reshard_bytes_per_gpu,
-    reshard_redundant_bytes_per_gpu,
-    reshard_time,
-    resolve_preset,
-    sync_time,
-)
+from rlsim.sim.api import ModelShape, ScheduleSpec, StalenessUnit, load_profile, resolve_preset
+from rlsim.sim.costs import SyncSetup, reshard_bytes_per_gpu, reshard_redundant_bytes_per_gpu, reshard_time, sync_time
 from rlsim.tools.report.style import legend_outside, save_figure
 
 MODELS = {"7b": 2, "13b": 4, "34b": 8, "70b": 8}  # model -> generation TP (HybridFlow-style choice)
@@ -76,13 +69,22 @@ def plot_transitions(tab: pd.DataFrame):
     return fig
 
 
+def _versions_behind(schedule: dict) -> int:
+    """The staleness bound a schedule's spec declares, in weight versions (the table's unit)."""
+    bound = TypeAdapter(ScheduleSpec).validate_python(schedule).staleness_bound
+    if bound is None or bound.unit is not StalenessUnit.VERSIONS or not float(bound.amount).is_integer():
+        raise ValueError(f"{schedule}: no whole bound in weight versions ({bound})")
+    return int(bound.amount)
+
+
 def complexity_table(model_name: str = "llama-7b", gpus: int = 64, gen_tp: int = 2) -> pd.DataFrame:
     """What each strategy holds and moves, for one model on `gpus` A100s (training tp 8).
 
     generation_replicas: full generation copies of the actor in the cluster; redundant_gb_per_gpu:
     memory a GPU spends on generation weights next to its training state (HybridFlow Table 2) or, on
     a rollout-only GPU, on weights that never train; sync_gb_per_step: bytes moved to refresh the
-    rollout weights; staleness_bound: policy versions a trained sample may lag.
+    rollout weights; staleness_bound: policy versions a trained sample may lag, as each strategy's schedule
+    spec declares it (`staleness_bound`).
     """
     model = ModelShape(**resolve_preset(model_name))
     m = model.weight_bytes_total
@@ -93,12 +95,14 @@ def complexity_table(model_name: str = "llama-7b", gpus: int = 64, gen_tp: int =
         rows.append({"strategy": f"colocated sync, {method}", "generation_replicas": gpus // gen_tp,
                      "redundant_gb_per_gpu": reshard_redundant_bytes_per_gpu(method, m, tp, 1, gen_tp) / 1e9,
                      "sync_gb_per_step": reshard_bytes_per_gpu(method, m, tp, 1, dp, gen_tp) * gpus / 1e9,
-                     "gpus_generating": gpus, "staleness_bound": 0})
+                     "gpus_generating": gpus, "staleness_bound": _versions_behind({"kind": "hybridflow"})})
     half = gpus // 2
-    for strategy, bound in (("split sync (NIC broadcast)", 0), ("one-step-off", 1), ("fully async, eta=4", 4)):
+    for strategy, schedule in (("split sync (NIC broadcast)", {"kind": "hybridflow", "placement": "disaggregated"}),
+                               ("one-step-off", {"kind": "one-step-off"}),
+                               ("fully async, eta=4", {"kind": "fully-async", "max_head_offpolicyness": 4})):
         rows.append({"strategy": strategy, "generation_replicas": half // gen_tp,
                      "redundant_gb_per_gpu": m / gen_tp / 1e9, "sync_gb_per_step": m * half / 1e9,
-                     "gpus_generating": half, "staleness_bound": bound})
+                     "gpus_generating": half, "staleness_bound": _versions_behind(schedule)})
     return pd.DataFrame(rows)
 
 

@@ -133,7 +133,8 @@ def decode_shape_rows() -> list[dict]:
     The smooth-roofline form was chosen on Vidur's A100 profile (fitted); Frontier's H800 profile
     was not looked at when choosing it (predicted).
     """
-    from rlsim.sim.api import ModelShape, linear_layers_time, resolve_preset
+    from rlsim.sim.api import ModelShape, resolve_preset
+    from rlsim.sim.costs import linear_layers_time
 
     rows = []
     a100, h800 = load_profile("a100-80gb"), load_profile("h800")
@@ -159,7 +160,8 @@ def decode_shape_rows() -> list[dict]:
 
 def small_batch_decode_rows() -> list[dict]:
     """Small-batch decode step times (SGLang PR #1401, SGLang on A30, Lambda Labs vLLM): predicted from operators."""
-    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
+    from rlsim.sim.api import ModelShape, resolve_preset
+    from rlsim.sim.costs import decode_step_time, engine_overheads
 
     h100, a30 = load_profile("h100-sxm"), load_profile("a30")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))
@@ -225,7 +227,8 @@ def distserve_intercept_finding() -> dict:
     config.json (40 layers, hidden 5120, 40 heads, vocabulary 50,272, tied embeddings); its plain MLP of
     20,480 is entered as the gated MLP of the same parameter count (FFN 13,653).
     """
-    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads
+    from rlsim.sim.api import ModelShape
+    from rlsim.sim.costs import decode_step_time, engine_overheads
 
     a100 = load_profile("a100-80gb")
     opt = ModelShape(layers=40, hidden=5120, heads=40, kv_heads=40, ffn=13653, vocab=50272, tied_embeddings=True)

@@ -49,7 +49,8 @@ def sglang_blog_row() -> dict:
     Assumed (the blog's setup is not in docs/sources.md): decode-bound offline serving at 256 running
     sequences (SGLang's usual cap) with a mean context of 1,000 tokens; output tokens per second.
     """
-    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
+    from rlsim.sim.api import ModelShape, resolve_preset
+    from rlsim.sim.costs import decode_step_time, engine_overheads
 
     a100 = load_profile("a100-80gb")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))
@@ -88,7 +89,8 @@ def verl_pr116_rows() -> list[dict]:
     are assumed Qwen2.5. The same-process column is scored by validation_sync.py (the colocated transition's
     gather + load); the gloo column is not: rlsim has no model of a collective through host memory.
     """
-    from rlsim.sim.api import ModelShape, SyncSetup, resolve_preset, sync_time
+    from rlsim.sim.api import ModelShape, resolve_preset
+    from rlsim.sim.costs import SyncSetup, sync_time
 
     hw = load_profile("l40s")
     shapes = {"Qwen2.5-3B": ModelShape(**resolve_preset("qwen2.5-3b")),
@@ -124,7 +126,8 @@ def vllm_blog_row() -> dict:
     vllm-0.3's step overhead was fitted to this blog (provenance.FITTED): the row is fitted. Light load is
     taken as one running sequence with a 512-token context (as the batch-1 rows of the engine kinds).
     """
-    from rlsim.sim.api import ModelShape, decode_step_time, engine_overheads, resolve_preset
+    from rlsim.sim.api import ModelShape, resolve_preset
+    from rlsim.sim.costs import decode_step_time, engine_overheads
 
     h100 = load_profile("h100-sxm")
     l3 = ModelShape(**resolve_preset("llama-3-8b"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +35,6 @@ MOE_CALIBRATED = ("moe_gemm_eta_mem", "moe_gemm_eta_compute")
 # An engine whose host overhead is 0 is varied 0 -> this (µs per running sequence per decode step):
 # between the overlapped engines (~4-8 µs) and vLLM before 0.6 (~500 µs).
 HOST_OVERHEAD_ABSOLUTE_US = 50.0
-# Distribution fields that are caps or bounds, not shape (except for a uniform law, whose bounds are its shape).
-_CAP_FIELDS = {"min", "max"}
 
 METRIC_UNITS = {
     "throughput_tokens_per_s": "tokens/s",
@@ -243,48 +240,23 @@ def lookup(scn: Scenario, key: str) -> tuple[Any, dict[str, float]]:
 # ---------------------------------------------------------------- default inputs
 
 
-def _numeric_fields(model: BaseModel) -> list[str]:
-    """Fields of a pydantic model annotated int or float (bool excluded), discovered, not hard-coded."""
-    out = []
-    for name, field in type(model).model_fields.items():
-        args = set(typing.get_args(field.annotation)) | {field.annotation}
-        if (int in args or float in args) and bool not in args:
-            out.append(name)
-    return out
-
-
 def _distribution_inputs(
     prefix: str, dist: BaseModel, pct: float, skipped: list[str], center_only: bool = False
 ) -> list[Input]:
-    """A length/latency distribution's numeric shape parameters (caps and lower bounds skipped).
+    """A length/latency distribution's shape parameters, as the distribution declares them (`shape_fields`:
+    caps and lower bounds are not among them).
 
-    `center_only`: just its central value (lognormal mean or median, fixed value, uniform min and
-    max scaled together) - for agent turns / tokens per turn and tool latencies.
+    `center_only`: just what moves its centre (`centre_fields`: a lognormal's mean or median, a fixed value,
+    a uniform law's min and max scaled together) - for agent turns / tokens per turn and tool latencies.
     """
-    kind = getattr(dist, "kind", None)
+    kind = getattr(dist, "kind", type(dist).__name__)
     fields = type(dist).model_fields
-    if kind == "empirical":
-        skipped.append(f"{prefix}: empirical distribution (resampled from a file), not varied")
+    names = dist.centre_fields if center_only else dist.shape_fields
+    if not names:
+        skipped.append(f"{prefix}: {kind} distribution (no shape parameter: resampled from a file), not varied")
         return []
-    if center_only:
-        if kind == "uniform":
-            lo, hi = dist.min, dist.max
-            integer = isinstance(lo, int)
-            mean = (lo + hi) / 2
-            sides = []
-            for factor in (1 - pct / 100, 1 + pct / 100):
-                new_lo = _clip(lo * factor, _bounds(fields["min"].metadata), integer)
-                new_hi = _clip(hi * factor, _bounds(fields["max"].metadata), integer)
-                sides.append(((new_lo + new_hi) / 2, (f"{prefix}.min={_yaml_number(new_lo)}",
-                                                      f"{prefix}.max={_yaml_number(new_hi)}")))
-            (low, low_sets), (high, high_sets) = sides
-            return [Input(f"{prefix}.mean", mean, low, high, low_sets, high_sets,
-                          "uniform: min and max scaled together")]
-        name = next((n for n in ("mean", "median", "value") if n in fields), None)
-        names = [name] if name else []
-    else:
-        names = [n for n in _numeric_fields(dist) if kind == "uniform" or n not in _CAP_FIELDS]
-        names = [n for n in names if not n.startswith("max_") and not n.endswith("_max")]
+    if center_only and len(names) > 1:
+        return [_centre_input(prefix, dist, names, pct)]
     out = []
     for name in names:
         value = getattr(dist, name)
@@ -295,6 +267,21 @@ def _distribution_inputs(
             continue
         out.append(_scaled_input(f"{prefix}.{name}", value, pct, pct, _bounds(fields[name].metadata)))
     return out
+
+
+def _centre_input(prefix: str, dist: BaseModel, names: tuple[str, ...], pct: float) -> Input:
+    """Several fields that move a law's centre together (a uniform law's min and max): each scaled by ±pct, the
+    input read as the law's mean (`expectation()`) on each side."""
+    fields = type(dist).model_fields
+    sides = []
+    for factor in (1 - pct / 100, 1 + pct / 100):
+        new = {n: _clip(getattr(dist, n) * factor, _bounds(fields[n].metadata), isinstance(getattr(dist, n), int))
+               for n in names}
+        sides.append((dist.model_copy(update=new).expectation(),
+                      tuple(f"{prefix}.{n}={_yaml_number(v)}" for n, v in new.items())))
+    (low, low_sets), (high, high_sets) = sides
+    return Input(f"{prefix}.mean", dist.expectation(), low, high, low_sets, high_sets,
+                 f"{dist.kind}: {' and '.join(names)} scaled together")
 
 
 def _host_overhead(role: str, engine: BaseModel, hw) -> float:
@@ -403,7 +390,8 @@ def _moe_constants(scn: Scenario, pool: str) -> list[str]:
     if not any(role.pool == pool and role.engine is not None and scn.models[role.model].num_experts
                for role in scn.roles.values()):
         return []
-    return [f for f in MOE_CALIBRATED if lookup(scn, f"cluster.pools.{pool}.profile_overrides.{f}")[0] is not None]
+    profile = scn.cluster.pools[pool].profile()
+    return [f for f in MOE_CALIBRATED if getattr(profile, f) is not None]
 
 
 # ---------------------------------------------------------------- --vary

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from rlsim.sim.api import Problem, ScenarioError, did_you_mean, parse_scenario, read_yaml
+from rlsim.sim.api import Problem, ScenarioError, parse_scenario, read_yaml
+from rlsim.sim.inputs import did_you_mean
 from rlsim.tools.sweep.errors import SweepError
 
 SWEEP_FILE_KEYS = ("scenario", "grid", "zip", "seeds", "set")

@@ -34,8 +34,12 @@ class LatencyDistributionBase(Strict):
     `sample(rng, n)` draws n latencies (numpy's array calls), `sampler()` a function drawing one from the
     same stream as `sample(rng, 1)[0]` (rlsim/sim/sampling.py, numpy's laws bit for bit); `minimum()`,
     `maximum()` (inf when unbounded), `expectation()` and `p_above(t)` = P(latency > t). An empirical
-    law reads its file (CsvInputError when it cannot).
+    law reads its file (CsvInputError when it cannot). `shape_fields`: the numbers that set the law's shape
+    (not its cap); `centre_fields`: those that move its centre, scaled together (`rlsim sensitivity` varies these).
     """
+
+    shape_fields: ClassVar[tuple[str, ...]] = ()
+    centre_fields: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -64,6 +68,8 @@ class LatencyDistributionBase(Strict):
 
 class FixedSeconds(LatencyDistributionBase):
     seconds_fields: ClassVar[tuple[str, ...]] = ("value",)
+    shape_fields: ClassVar[tuple[str, ...]] = ("value",)
+    centre_fields: ClassVar[tuple[str, ...]] = ("value",)
     kind: Literal["fixed"]
     value: float = Field(ge=0)
 
@@ -89,6 +95,8 @@ class FixedSeconds(LatencyDistributionBase):
 
 class UniformSeconds(LatencyDistributionBase):
     seconds_fields: ClassVar[tuple[str, ...]] = ("min", "max")
+    shape_fields: ClassVar[tuple[str, ...]] = ("min", "max")  # a uniform law's bounds are its shape
+    centre_fields: ClassVar[tuple[str, ...]] = ("min", "max")
     kind: Literal["uniform"]
     min: float = Field(ge=0)
     max: float = Field(ge=0)
@@ -124,6 +132,8 @@ class LognormalSeconds(LatencyDistributionBase):
     """Lognormal latency given by its median (what benchmarks report) and sigma, optionally capped."""
 
     seconds_fields: ClassVar[tuple[str, ...]] = ("median", "max")
+    shape_fields: ClassVar[tuple[str, ...]] = ("median", "sigma")
+    centre_fields: ClassVar[tuple[str, ...]] = ("median",)
 
     kind: Literal["lognormal"]
     median: float = Field(gt=0)

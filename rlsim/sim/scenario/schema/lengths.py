@@ -9,6 +9,8 @@ no caller switches on its type:
   (only the lognormal's shape options make this differ from `sample`)
 - `minimum()`, `maximum()`, `expectation()`: the smallest and largest length a draw can take and the
   mean of a draw (an empirical law reads its file: CsvInputError when it cannot)
+- `shape_fields`, `centre_fields`: the numbers that set the law's shape (caps and lower bounds are not
+  among them) and those that move its centre, moved together (`rlsim sensitivity` varies these)
 
 Array draws are numpy's own calls; scalar draws go through rlsim/sim/sampling.py.
 """
@@ -20,7 +22,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from functools import cache
 from statistics import NormalDist
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -40,6 +42,9 @@ LengthDraw = Callable[[np.random.Generator], int]
 
 class LengthDistributionBase(Strict):
     """What every length distribution does: draw lengths, bound them, average them."""
+
+    shape_fields: ClassVar[tuple[str, ...]] = ()  # numbers that shape a draw (not its caps nor lower bounds)
+    centre_fields: ClassVar[tuple[str, ...]] = ()  # numbers that move its centre, scaled together
 
     @abstractmethod
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -76,6 +81,8 @@ class LengthDistributionBase(Strict):
 
 
 class FixedLength(LengthDistributionBase):
+    shape_fields: ClassVar[tuple[str, ...]] = ("value",)
+    centre_fields: ClassVar[tuple[str, ...]] = ("value",)
     kind: Literal["fixed"]
     value: int = Field(gt=0, le=MAX_TOKENS)
 
@@ -97,6 +104,8 @@ class FixedLength(LengthDistributionBase):
 
 
 class UniformLength(LengthDistributionBase):
+    shape_fields: ClassVar[tuple[str, ...]] = ("min", "max")  # a uniform law's bounds are its shape
+    centre_fields: ClassVar[tuple[str, ...]] = ("min", "max")
     kind: Literal["uniform"]
     min: int = Field(gt=0, le=MAX_TOKENS)
     max: int = Field(gt=0, le=MAX_TOKENS)
@@ -149,6 +158,10 @@ class LognormalLength(LengthDistributionBase):
 
     The optional shape keys (docs/scenarios.md, Response lengths: shaping the tail) default to the plain law.
     """
+
+    shape_fields: ClassVar[tuple[str, ...]] = (
+        "mean", "sigma", "truncated_fraction", "group_correlation", "wrong_fraction", "wrong_length_ratio")
+    centre_fields: ClassVar[tuple[str, ...]] = ("mean",)
 
     kind: Literal["lognormal"]
     mean: float = Field(gt=0, le=MAX_TOKENS)

@@ -63,6 +63,10 @@ class Scenario(Strict):
         role = self.roles[name]
         return role.gpus if role.gpus is not None else self.cluster.pools[role.pool].gpus - role.gpu_offset
 
+    def engine_count(self, name: str) -> int:
+        """Inference engines an engine role runs: its GPUs over one engine's (`layout(name).engine_gpus`)."""
+        return self.role_gpus(name) // self.layout(name).engine_gpus
+
     def layout(self, name: str):
         """A role's parallel layout (rlsim.sim.costs.layout.ParallelLayout): tp, pp, dp (given or derived from
         its GPUs), ep, and whether it is an engine role (GPUs per engine: tp)."""

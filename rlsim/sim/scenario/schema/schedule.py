@@ -86,7 +86,8 @@ class _Tagged(Strict):
     - `head_start_steps`: trainer steps' worth of batches generation may finish before the trainer takes
       its first one; measuring steps before they are drained rates the pipeline's fill, so run, sweep and
       plan warm up 1 + this many steps;
-    - `staleness_bound`: the off-policy bound in its unit (rlsim.sim.staleness), or None.
+    - `staleness_bound`: the off-policy bound in its unit (rlsim.sim.staleness): 0 versions for a synchronous
+      schedule, None where nothing bounds it.
     """
 
     kind: str
@@ -102,7 +103,7 @@ class _Tagged(Strict):
 
     @property
     def staleness_bound(self) -> Staleness | None:
-        return None
+        return Staleness(0, VERSIONS) if self.synchronous else None
 
 
 class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
