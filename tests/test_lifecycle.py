@@ -30,7 +30,6 @@ from rlsim.sim.results.lifecycle import (
 )
 from rlsim.sim.scenario.loader import parse_scenario
 from rlsim.sim.schedules import SCHEDULES, build_schedule
-from rlsim.sim.schedules.resplit import ResplitSchedule
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,7 +202,7 @@ def test_the_collector_keeps_the_first_end_and_refuses_training_a_discarded_samp
 def test_no_schedule_overrides_a_private_method_of_another():
     """Schedules compose policies or override public hooks; none reaches into another module's private ones."""
     found = []
-    for cls in [*SCHEDULES.values(), ResplitSchedule]:
+    for cls in SCHEDULES.values():
         for c in cls.__mro__:
             for name in c.__dict__:
                 if not name.startswith("_") or name.startswith("__") or name == "_abc_impl":

@@ -270,33 +270,33 @@ def _lends(path_overrides=()):
 def test_lending_moves_gpus_only_when_the_benefit_beats_the_switch_cost():
     """verl's rule, decision by decision: lend iff groups remain and benefit > cost (or one is not known yet)."""
     sched = _lends()
-    assert len(sched.lend_log) == 8
-    for rec in sched.lend_log:
+    assert len(sched.lending.lend_log) == 8
+    for rec in sched.lending.lend_log:
         b, c = rec["benefit_seconds"], rec["effective_switch_cost_seconds"]
         assert rec["lend"] == (rec["remaining"] > 0 and (b is None or c is None or b > c)), rec
-    measured = [r for r in sched.lend_log if r["effective_switch_cost_seconds"] is not None and r["remaining"]]
+    measured = [r for r in sched.lending.lend_log if r["effective_switch_cost_seconds"] is not None and r["remaining"]]
     assert measured  # once a round trip is measured, the cost gates: here a benefit below it kept the GPUs
     assert all(r["lend"] == (r["benefit_seconds"] > r["effective_switch_cost_seconds"]) for r in measured)
     assert any(not r["lend"] for r in measured)
     tl = sched.env.ledger.to_frame()
     lent = tl[tl["gpu_group"].str.startswith("lent-")]
     assert len(lent) > 0 and (lent["pool"] == "train").all()  # the trainer's GPUs generated
-    switches_in = sum(1 for r in sched.lend_log if r["lend"])
-    assert len(sched._to_rollout) == min(switches_in, sched.switch.switch_cost_window_size)
+    switches_in = sum(1 for r in sched.lending.lend_log if r["lend"])
+    assert len(sched.lending.to_rollout_s) == min(switches_in, sched.lending.switch.switch_cost_window_size)
     # A switch dearer than any benefit: once its cost is measured, the GPUs stay with the trainer.
     dear = _lends(["schedule.hybrid_rollout.engine_start_s=1000"])
-    known = [r for r in dear.lend_log if r["effective_switch_cost_seconds"] is not None]
+    known = [r for r in dear.lending.lend_log if r["effective_switch_cost_seconds"] is not None]
     assert known and not any(r["lend"] for r in known)
     assert all(r["effective_switch_cost_seconds"] > 1000 for r in known)
     # Lending pays here: the run is shorter than without it (the trainer's GPUs fill the first wait).
     off = _lends(["schedule.hybrid_rollout.enable_switch=false"])
-    assert not off.lend_log and off.env.ledger.to_frame()["gpu_group"].str.startswith("lent-").sum() == 0
+    assert not off.lending.lend_log and off.env.ledger.to_frame()["gpu_group"].str.startswith("lent-").sum() == 0
     assert sched.collector.step_rows[-1]["end_s"] < off.collector.step_rows[-1]["end_s"]
 
 
 def test_lending_never_loses_a_sample():
     sched = _lends()
-    assert sched.moved > 0  # sequences were running on the lent GPUs when the trainer took them back
+    assert sched.lending.moved > 0  # sequences were running on the lent GPUs when the trainer took them back
     for s in sched.samples_all:  # only the off-policy bound drops samples; a move loses none
         if s.state in (SampleState.ABORTED, SampleState.DROPPED):
             assert s.reason in ("stale", "in flight at end of run"), (s.sid, s.reason)
@@ -314,7 +314,7 @@ def test_colocate_async_takes_turns_on_the_same_gpus_and_resumes_partial_rollout
     train = tl[(tl["role"] == "actor") & (tl["phase"] != "generate")]
     for _, t in train.iterrows():  # the actor's phases never overlap generation on the shared GPUs
         assert not ((gen["start_s"] < t["end_s"] - 1e-9) & (gen["end_s"] > t["start_s"] + 1e-9)).any()
-    assert sched.moved > 0  # partial rollouts: sequences set aside at a switch ...
+    assert sched.lending.moved > 0  # partial rollouts: sequences set aside at a switch ...
     resumed = [s for s in sched.samples_all if s.trained_version is not None and len(s.version_tokens) > 1]
     assert resumed  # ... continue under the next weights and are trained
     assert all(s.reason in ("stale", "in flight at end of run") for s in sched.samples_all  # only the bound drops
@@ -363,11 +363,11 @@ RESPLIT = "scenarios/async/resplit-online.yaml"
 
 def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
     sched = _v1(RESPLIT, "steps=6", "warmup_steps=1")
-    rs = sched.rs
-    applied = [r for r in sched.resplit_log if r["apply"]]
+    rs = sched.resplit.rs
+    applied = [r for r in sched.resplit.resplit_log if r["apply"]]
     assert applied, "the undersized rollout pool is never re-split"
-    left_of = {r["step"]: sched.total_steps - r["step"] - 1 for r in sched.resplit_log}
-    for r in sched.resplit_log:
+    left_of = {r["step"]: sched.total_steps - r["step"] - 1 for r in sched.resplit.resplit_log}
+    for r in sched.resplit.resplit_log:
         if not r["trigger"]:
             assert not r["apply"]
             continue
@@ -388,7 +388,7 @@ def test_resplit_follows_its_rule_and_the_timeline_shows_each_resplit():
     lent = tl[tl["gpu_group"].str.startswith("lent-")]
     assert len(lent) > 0 and lent["start_s"].min() >= first
     steps = sched.collector.step_rows
-    assert [r["resplit/applied"] for r in steps] == [int(r["apply"]) for r in sched.resplit_log]
+    assert [r["resplit/applied"] for r in steps] == [int(r["apply"]) for r in sched.resplit.resplit_log]
     for s in sched.samples_all:  # a move back to training loses no sample
         assert s.state is not SampleState.ABORTED or s.reason == "in flight at end of run"
 
@@ -415,7 +415,7 @@ def test_routing_spreads_samples_over_lent_engines_as_the_loop_does(policy):
 
 def test_routing_follows_a_resplit_onto_the_engines_it_wakes():
     sched = _v1(RESPLIT, "steps=5", "warmup_steps=1", "schedule.routing.policy=affinity-bounded")
-    assert any(r["apply"] for r in sched.resplit_log)
+    assert any(r["apply"] for r in sched.resplit.resplit_log)
     engines = {s.request.engine for s in sched.samples_all if s.request is not None}
     assert "rollout-0" in engines and any(name.startswith("lent-") for name in engines)
     assert sched.balancer.consistent()
@@ -425,7 +425,7 @@ def test_routing_follows_a_resplit_onto_the_engines_it_wakes():
 def test_resplit_is_not_made_when_reconfiguration_costs_more_than_it_saves():
     dear = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit.reconfig_s=10000")
     fixed = _v1(RESPLIT, "steps=4", "warmup_steps=1", "schedule.resplit=null")
-    assert any(r["trigger"] for r in dear.resplit_log) and not any(r["apply"] for r in dear.resplit_log)
+    assert any(r["trigger"] for r in dear.resplit.resplit_log) and not any(r["apply"] for r in dear.resplit.resplit_log)
     assert [r["end_s"] for r in dear.collector.step_rows] == [r["end_s"] for r in fixed.collector.step_rows]
 
 
@@ -473,11 +473,11 @@ def test_lending_decision_on_each_side_of_the_switch_cost(cost_s, lends):
 
     scn = load_scenario(ROOT / LENDING, ["schedule.hybrid_rollout.adaptive_switch_threshold=false"])
     sched = build_schedule(scn, SimEnvironment(scn.seed))
-    sched._wait_s, sched._wait_groups = 100.0, 10  # 10 s a group so far
-    sched._to_rollout.append(cost_s / 2)
-    sched._to_trainer.append(cost_s / 2)
-    rec = sched.decide(had_idle=True)
-    remaining = sched.threshold()  # nothing sampleable yet
+    sched.lending.wait_s, sched.lending.wait_groups = 100.0, 10  # 10 s a group so far
+    sched.lending.to_rollout_s.append(cost_s / 2)
+    sched.lending.to_trainer_s.append(cost_s / 2)
+    rec = sched.lending.decide(had_idle=True)
+    remaining = sched.lending.threshold()  # nothing sampleable yet
     assert rec["remaining"] == remaining > 0
     assert rec["benefit_seconds"] == pytest.approx(remaining * 10.0 * 12 / 16)  # 12 trainer GPUs, 4 standalone
     assert rec["effective_switch_cost_seconds"] == pytest.approx(cost_s)
@@ -488,6 +488,6 @@ def test_lending_is_decided_once_a_weight_version_as_verl_does():
     """verl decides in on_step_end, after its whole step (parameter_sync_step local updates, one push); an
     rlsim trainer step is one local update, so with parameter_sync_step 2 a run of 4 steps decides twice."""
     sched = _v1(LENDING, "steps=4", "schedule.parameter_sync_step=2")
-    assert len(sched.lend_log) == 2
+    assert len(sched.lending.lend_log) == 2
     rows = sched.collector.step_rows
     assert [r["lending/lent"] for r in rows[0::2]] == [0, 0]  # inside a version: the GPUs stay with the trainer

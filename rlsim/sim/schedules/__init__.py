@@ -7,7 +7,6 @@ from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
 from rlsim.sim.schedules.generation_only import GenerationOnlySchedule
 from rlsim.sim.schedules.hybridflow import HybridFlowSchedule
 from rlsim.sim.schedules.one_step_off import OneStepOffSchedule
-from rlsim.sim.schedules.resplit import ResplitSchedule
 from rlsim.sim.schedules.roll import RollSchedule
 from rlsim.sim.schedules.verl_v1 import VerlV1Schedule
 
@@ -22,6 +21,4 @@ SCHEDULES: dict[str, type[Schedule]] = {
 
 
 def build_schedule(scenario, env) -> Schedule:
-    if getattr(scenario.schedule, "resplit", None) is not None:
-        return ResplitSchedule(scenario, env)  # an asynchronous schedule whose split is re-planned
     return SCHEDULES[scenario.schedule.kind](scenario, env)

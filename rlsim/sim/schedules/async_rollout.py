@@ -25,6 +25,7 @@ from rlsim.sim.schedules.affinity import GroupRouter
 from rlsim.sim.schedules.groups import Group, Sample
 from rlsim.sim.schedules.inflight import token_staleness
 from rlsim.sim.schedules.least_loaded import LoadBalancer
+from rlsim.sim.schedules.loop_components import Components, LoopComponent
 from rlsim.sim.schedules.rl_base import Batch, RLSchedule
 from rlsim.sim.schedules.rollout_policies import RolloutPolicies
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
@@ -83,12 +84,18 @@ class AsyncRolloutSchedule(RLSchedule):
         self.reward_s = algo.rule_reward_s_per_sample if "reward" not in self.scenario.roles else 0.0
         self.reward_free_at = [0.0] * algo.rule_reward_workers  # a heap: when each CPU reward worker frees
         self.samples_all: list[Sample] = []
+        self.components = Components()  # what the schedule plugs in (schedules/loop_components.py)
+
+    def plug(self, component: LoopComponent) -> LoopComponent:
+        """Attach a component: the loop calls its hooks from now on, after those plugged before it."""
+        self.components.add(component)
+        return component
 
     # ------------------------------------------------------------------ rollout
 
     def capacity(self) -> int:
-        """How many more groups may start now (the admission policy)."""
-        return self.admission.capacity(self)
+        """How many more groups may start now (the admission policy, unless a component stops admission)."""
+        return self.admission.capacity(self) if self.components.admit(self) else 0
 
     def _wake(self, attr: str) -> None:
         ev = getattr(self, attr)
@@ -185,7 +192,9 @@ class AsyncRolloutSchedule(RLSchedule):
 
     def submit(self, s: Sample) -> None:
         """Send a sample's remaining work to the least-loaded engine (continuing from its partial output),
-        or a fresh sample where group-affinity routing puts it."""
+        or a fresh sample where group-affinity routing puts it (unless a component parks it)."""
+        if self.components.park(self, s):
+            return
         if self.router is not None and s.generated == 0:
             engine, req = self.router.route(s, self.next_request_id())
         else:
@@ -355,6 +364,14 @@ class AsyncRolloutSchedule(RLSchedule):
         self.wake_rollout()
         return env.now - start
 
+    def broadcast_weights(self, engines: list | None = None):
+        """The push to `engines` (all), less those the components leave out; nothing to push to costs nothing."""
+        targets = self.components.sync_targets(self, self.engines if engines is None else engines)
+        return (yield from super().broadcast_weights(targets)) if targets else 0.0
+
+    def dp_size(self, name) -> int:
+        return self.components.dp_size(self, name, super().dp_size(name))
+
     # ------------------------------------------------------------------ trainer
 
     def take_batch(self) -> list[Group] | None:
@@ -401,12 +418,22 @@ class AsyncRolloutSchedule(RLSchedule):
         self._buffer_checked = (-1, 0)
 
     def before_steps(self):
+        for c in self.components.hooked["start"]:
+            yield from c.start(self)
         self.env.process(self.rollout_loop())
         self._preempted = 0
-        yield from ()
 
     def rollout(self, step: int, timing: dict):
-        """The trainer's side of the buffer: wait for a batch of finished groups (AReaL: within eta)."""
+        """The trainer's side of the buffer, between the components' before- and after-batch hooks."""
+        for c in self.components.hooked["before_batch"]:
+            yield from c.before_batch(self, step, timing)
+        batch = yield from self._take_batch_when_ready(step, timing)
+        for c in self.components.hooked["after_batch"]:
+            yield from c.after_batch(self, step, timing, batch)
+        return batch
+
+    def _take_batch_when_ready(self, step: int, timing: dict):
+        """Wait for a batch of finished groups (AReaL: within eta); it becomes the trainer's batch."""
         env = self.env
         self.step_start_s = env.now
         while (groups := self.take_batch()) is None:
@@ -448,9 +475,10 @@ class AsyncRolloutSchedule(RLSchedule):
                 timing["timing_s/drain_rollout"] = self._last_drain_s  # part of the sync
         preempted = sum(e.preemptions for e in self.engines)
         self.step_preemptions, self._preempted = preempted - self._preempted, preempted
-        return {
-            "trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - self.step_start_s, 1e-12),
-        }
+        columns = {"trainer/idle_ratio": timing["timing_s/wait_rollout"] / max(env.now - self.step_start_s, 1e-12)}
+        for c in self.components.hooked["after_update"]:
+            yield from c.after_update(self, step, timing, batch, columns)
+        return columns
 
     def after_steps(self):
         """What the run leaves unfinished is accounted for, not lost."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from rlsim.sim.results.lifecycle import Reason
+from rlsim.sim.scenario.schema import SwitchSpec
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
 from rlsim.sim.schedules.rollout_policies import (
@@ -30,6 +31,7 @@ from rlsim.sim.schedules.rollout_policies import (
     WholeGroup,
     admitted_limit,
 )
+from rlsim.sim.schedules.resplit import plug_gpu_moves
 from rlsim.sim.staleness import VERSIONS, Staleness
 
 
@@ -155,3 +157,6 @@ class FullyAsyncSchedule(AsyncRolloutSchedule):
     def __init__(self, scenario, env):
         super().__init__(scenario, env, fully_async_policies(scenario))
         self.verl = self.spec.verl_rule
+        self.lending = self.resplit = None
+        if self.spec.resplit is not None:  # re-splitting: engines on the trainer's GPUs, moved by the planner
+            self.lending, self.resplit = plug_gpu_moves(self, False, SwitchSpec(), self.spec.resplit)

@@ -1,6 +1,6 @@
 """Online re-splitting of a disaggregated pool (Libra-style): the trainer/rollout split re-planned as the run goes.
 
-A fully asynchronous run whose trainer GPUs can also serve as rollout engines (built on them, asleep
+A component of the asynchronous loop (fully-async or verl-v1) whose trainer GPUs can also serve as rollout engines (built on them, asleep
 until used). After each step a trigger may fire: every `interval_steps` steps, when training and
 rollout times differ by more than `imbalance` of the larger, or when `queue_groups` finished groups
 wait in the buffer. The planner then scores every split (k engines' worth of trainer GPUs generating):
@@ -21,40 +21,36 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import replace
 
-from rlsim.sim.schedules.verl_v1 import VerlV1Schedule
+from rlsim.sim.scenario.schema import ResplitSpec
+from rlsim.sim.schedules.lending import Lending
+from rlsim.sim.schedules.loop_components import LoopComponent
 
 
-class ResplitSchedule(VerlV1Schedule):
-    def __init__(self, scenario, env):
-        super().__init__(scenario, env)
-        self.rs = self.spec.resplit
-        self._unit = self.scenario.layout("actor").replica_gpus  # trainer GPUs per data-parallel rank
-        self._engine_gpus = self.scenario.layout("rollout").engine_gpus
+class Resplit(LoopComponent):
+    """Re-splitting as a component of the asynchronous loop: it moves `lending`'s engines (built on the
+    trainer's GPUs, asleep) between training and generation. Plug it after `lending`."""
+
+    def __init__(self, loop, lending: Lending, spec: ResplitSpec):
+        self.loop, self.lending, self.rs = loop, lending, spec
+        self._unit = loop.scenario.layout("actor").replica_gpus  # trainer GPUs per data-parallel rank
+        self._engine_gpus = loop.scenario.layout("rollout").engine_gpus
         self.generating = 0  # lendable engines now generating (their GPUs left training)
         self.resplit_log: list[dict] = []
-        self._work: deque = deque(maxlen=self.rs.window)
-
-    def lends(self) -> bool:
-        return True
+        self._work: deque = deque(maxlen=spec.window)
 
     def trainer_gpus(self, k: int | None = None) -> int:
-        return self.scenario.role_gpus("actor") - (self.generating if k is None else k) * self._engine_gpus
+        return self.loop.scenario.role_gpus("actor") - (self.generating if k is None else k) * self._engine_gpus
 
     def rollout_gpus(self, k: int | None = None) -> int:
-        return self.scenario.role_gpus("rollout") + (self.generating if k is None else k) * self._engine_gpus
+        return self.loop.scenario.role_gpus("rollout") + (self.generating if k is None else k) * self._engine_gpus
 
-    def dp_size(self, name) -> int:
-        if name == "actor":
-            return self.trainer_gpus() // self._unit
-        return super().dp_size(name)
-
-    def mark_busy(self, group: str, role: str, phase: str, start: float) -> None:
-        if group == "actor":  # the actor's busy rows carry the GPUs it trains on now
-            self._actor_gpus(self.trainer_gpus())
-        super().mark_busy(group, role, phase, start)
+    def dp_size(self, loop, role: str, dp: int) -> int:
+        """The trainer trains on the GPUs it kept."""
+        return self.trainer_gpus() // self._unit if role == "actor" else dp
 
     def _actor_gpus(self, n: int) -> None:
-        groups = self.env.ledger.groups
+        """The actor's busy rows carry the GPUs it trains on now."""
+        groups = self.loop.env.ledger.groups
         groups["actor"] = replace(groups["actor"], gpus=n)
 
     # ------------------------------------------------------------------ the planner
@@ -63,15 +59,16 @@ class ResplitSchedule(VerlV1Schedule):
         """Seconds the rollout GPUs need per batch, read from queue pressure: a trainer that waited w for its
         batch saw rollout take train + w; a buffer still holding q groups after the batch means rollout made
         batch + q groups in one training time."""
+        loop = self.loop
         if wait_s > 0:
             return train_s + wait_s
-        return train_s * self.batch_groups / (self.batch_groups + len(self.buffer))
+        return train_s * loop.batch_groups / (loop.batch_groups + len(loop.buffer))
 
     def plan(self, step: int, train_s: float, wait_s: float) -> dict:
         """Trigger, then the split minimising max(train, rollout) per batch; applied if it pays."""
-        rs = self.rs
+        rs, loop = self.rs, self.loop
         roll_s = self.rollout_estimate(train_s, wait_s)
-        if not self.is_warmup(step):  # GPU-seconds per batch, so that steps under other splits compare
+        if not loop.is_warmup(step):  # GPU-seconds per batch, so that steps under other splits compare
             self._work.append((train_s * self.trainer_gpus(), roll_s * self.rollout_gpus()))
         if self._work:  # the mean of the last `window` steps: one step's tail does not re-split the pool
             train_s = sum(w[0] for w in self._work) / len(self._work) / self.trainer_gpus()
@@ -81,9 +78,9 @@ class ResplitSchedule(VerlV1Schedule):
             ("interval", rs.interval_steps is not None and (step + 1) % rs.interval_steps == 0),
             ("imbalance", rs.imbalance is not None and roll_s > 0
              and abs(train_s - roll_s) >= rs.imbalance * max(train_s, roll_s)),
-            ("queue", rs.queue_groups is not None and len(self.buffer) >= rs.queue_groups)) if hit]
+            ("queue", rs.queue_groups is not None and len(loop.buffer) >= rs.queue_groups)) if hit]
         rec["trigger"] = ",".join(fired)
-        if self.is_warmup(step):  # the first batch has nothing to overlap with: its wait says nothing of the split
+        if loop.is_warmup(step):  # the first batch has nothing to overlap with: its wait says nothing of the split
             fired = []
         rec["trigger"] = ",".join(fired)
         if not fired or roll_s <= 0:
@@ -94,13 +91,13 @@ class ResplitSchedule(VerlV1Schedule):
             return max(train_s * self.trainer_gpus() / self.trainer_gpus(k),
                        roll_s * self.rollout_gpus() / self.rollout_gpus(k))
 
-        ok = [k for k in range(len(self.lendable) + 1)
+        ok = [k for k in range(len(self.lending.lendable) + 1)
               if self.trainer_gpus(k) >= self._unit and self.trainer_gpus(k) % self._unit == 0]
         best = min(ok, key=lambda k: (bound(k), k))
         now_b, best_b = bound(self.generating), bound(best)
-        cost = rs.reconfig_s + (self.switch_to_generate_time() + self.switch.engine_start_s
+        cost = rs.reconfig_s + (loop.switch_to_generate_time() + self.lending.switch.engine_start_s
                                 if best > self.generating else 0.0)
-        left = self.total_steps - step - 1
+        left = loop.total_steps - step - 1
         rec.update(to=best, bound_s=now_b, new_bound_s=best_b, cost_s=cost,
                    gain=(now_b - best_b) / now_b if now_b > 0 else 0.0)
         rec["apply"] = best != self.generating and rec["gain"] >= rs.min_gain and (now_b - best_b) * left > cost
@@ -109,32 +106,39 @@ class ResplitSchedule(VerlV1Schedule):
 
     def _resplit(self, k: int, cost: float):
         """Move engines' worth of trainer GPUs into generation (k up) or back into training (k down)."""
-        env = self.env
-        leaving = self.lendable[k:self.generating]  # engines whose GPUs return to training
+        loop, env = self.loop, self.loop.env
+        lendable = self.lending.lendable
+        leaving = lendable[k:self.generating]  # engines whose GPUs return to training
         if leaving:
-            moved = yield from self.put_to_sleep(leaving)
+            moved = yield from self.lending.put_to_sleep(leaving)
             self.generating = k
             for s in moved:
-                self.submit(s)
+                loop.submit(s)
         start = env.now
         self._actor_gpus(self.trainer_gpus(min(k, self.generating)))
         yield env.timeout(cost)
-        self.env.ledger.record("actor", "actor", "resplit", start, env.now, env.rl_step, env.policy_version)
-        for e in self.lendable[self.generating:k]:  # engines joining generation, with the trainer's weights
+        env.ledger.record("actor", "actor", "resplit", start, env.now, env.rl_step, env.policy_version)
+        for e in lendable[self.generating:k]:  # engines joining generation, with the trainer's weights
             e.resume(version=env.policy_version)
-            self.balancer.wake(e)
+            loop.balancer.wake(e)
         if k > self.generating:
             self.generating = k
-            self.wake_rollout()
+            loop.wake_rollout()
+        self._actor_gpus(self.trainer_gpus())
 
-    def after_update(self, step: int, timing: dict, batch):
-        columns = yield from super().after_update(step, timing, batch)
-        train_s = self.env.now - self.step_start_s - timing["timing_s/wait_rollout"]
+    def after_update(self, loop, step: int, timing: dict, batch, columns: dict):
+        train_s = loop.env.now - loop.step_start_s - timing["timing_s/wait_rollout"]
         rec = self.plan(step, train_s, timing["timing_s/wait_rollout"])
         if rec["apply"]:
-            start = self.env.now
+            start = loop.env.now
             yield from self._resplit(rec["to"], rec["cost_s"])
-            timing["timing_s/resplit"] = self.env.now - start
+            timing["timing_s/resplit"] = loop.env.now - start
         columns.update({"resplit/trainer_gpus": self.trainer_gpus(), "resplit/rollout_gpus": self.rollout_gpus(),
                         "resplit/applied": int(rec["apply"])})
-        return columns
+
+
+def plug_gpu_moves(loop, colocated: bool, switch, resplit: ResplitSpec | None) -> tuple[Lending, Resplit | None]:
+    """Plug lending (engines on the trainer's GPUs, when lending or re-splitting needs them) and re-splitting."""
+    build = switch.enable_switch or resplit is not None
+    lending = loop.plug(Lending(loop, colocated, switch, build))
+    return lending, None if resplit is None else loop.plug(Resplit(loop, lending, resplit))
