@@ -20,6 +20,7 @@ from rlsim.sim.results.lifecycle import Reason
 from rlsim.sim.scenario.schema import SwitchSpec
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
+from rlsim.sim.schedules.resplit import plug_gpu_moves
 from rlsim.sim.schedules.rollout_policies import (
     CountingAdmission,
     DispatchOrder,
@@ -31,7 +32,6 @@ from rlsim.sim.schedules.rollout_policies import (
     WholeGroup,
     admitted_limit,
 )
-from rlsim.sim.schedules.resplit import plug_gpu_moves
 from rlsim.sim.staleness import VERSIONS, Staleness
 
 

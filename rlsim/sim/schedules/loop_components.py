@@ -16,7 +16,7 @@ trainer's process and may take simulated time.
 | `dp_size` | each time a role's data-parallel size is asked | a trainer that gave GPUs to generation trains on fewer |
 | `before_batch` | as the trainer starts to wait for its batch | move GPUs back to training first (the switch back) |
 | `after_batch` | once the trainer holds its batch | move GPUs after generation (colocated), measure the wait |
-| `after_update` | after the loop's own post-update work (the weight push) | decide and apply a move of GPUs; step columns |
+| `after_update` | after the loop's post-update work (the weight push) | decide and apply a move of GPUs; columns |
 
 Components share the loop's public surface only (its engines, balancer, buffer, `submit`, `withdraw`,
 `wake_rollout`, `until_buffered`, the phase costs); none reaches into another's state.

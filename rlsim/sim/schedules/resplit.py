@@ -1,16 +1,16 @@
 """Online re-splitting of a disaggregated pool (Libra-style): the trainer/rollout split re-planned as the run goes.
 
-A component of the asynchronous loop (fully-async or verl-v1) whose trainer GPUs can also serve as rollout engines (built on them, asleep
-until used). After each step a trigger may fire: every `interval_steps` steps, when training and
-rollout times differ by more than `imbalance` of the larger, or when `queue_groups` finished groups
-wait in the buffer. The planner then scores every split (k engines' worth of trainer GPUs generating):
-the step's training time scales with the trainer's data-parallel size, the time to generate a batch
-with the rollout GPUs (measured from the last batch's group completions), and it keeps the split that
-minimises max(train, rollout). It re-splits only if that gains at least `min_gain` of the current
-bound and the saving over the steps left beats the reconfiguration cost (`reconfig_s`, plus the
-engines' start when GPUs join generation). Sequences on engines that return to training move, with
-their partial output, to the other engines. Each re-split is a `resplit` phase of the actor in the
-timeline, and the steps report the split.
+A component of the asynchronous loop (fully-async or verl-v1): the trainer's GPUs can also serve as
+rollout engines (built on them by lending, asleep until used). After each step a trigger may fire: every
+`interval_steps` steps, when training and rollout times differ by more than `imbalance` of the larger,
+or when `queue_groups` finished groups wait in the buffer. The planner then scores every split (k
+engines' worth of trainer GPUs generating): the step's training time scales with the trainer's data-
+parallel size, the time to generate a batch with the rollout GPUs (measured from the last batch's group
+completions), and it keeps the split that minimises max(train, rollout). It re-splits only if that gains
+at least `min_gain` of the current bound and the saving over the steps left beats the reconfiguration
+cost (`reconfig_s`, plus the engines' start when GPUs join generation). Sequences on engines that return
+to training move, with their partial output, to the other engines. Each re-split is a `resplit` phase of
+the actor in the timeline, and the steps report the split.
 
 Limits: GPUs move between training and generation on the trainer's pool only (the standalone rollout
 pool stays generating); other roles must not share the actor's GPUs.
