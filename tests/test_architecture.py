@@ -475,3 +475,42 @@ def test_the_private_name_check_finds_each_kind_of_reach():
         "self._live (private to rlsim.x.base)", "getattr(engine, '_tick') (private to rlsim.x.engine)",
         "engine._tick (private to rlsim.x.engine)"]
     assert all(f.startswith("rlsim/x/sched.py:") for f in found)
+
+
+# The deepest schedule class chain: FullyAsyncSchedule -> AsyncRolloutSchedule -> RLSchedule -> Schedule. What a
+# framework adds to a loop is a component it plugs in (schedules/loop_components.py), not a subclass's subclass.
+MAX_SCHEDULE_DEPTH = 3  # subclass levels below Schedule
+
+
+def _schedule_classes() -> list[type]:
+    import pkgutil
+
+    import rlsim.sim.schedules as package
+    from rlsim.sim.schedules.base import Schedule
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    found, todo = [], [Schedule]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_no_schedule_class_chain_is_deeper_than_fully_async():
+    from rlsim.sim.schedules.base import Schedule
+    from rlsim.sim.schedules.fully_async import FullyAsyncSchedule
+
+    assert FullyAsyncSchedule.__mro__.index(Schedule) == MAX_SCHEDULE_DEPTH
+    deep = [" -> ".join(c.__name__ for c in cls.__mro__[: cls.__mro__.index(Schedule) + 1])
+            for cls in _schedule_classes() if cls.__mro__.index(Schedule) > MAX_SCHEDULE_DEPTH]
+    assert deep == []
+
+
+def test_the_depth_check_walks_every_schedule_class():
+    from rlsim.sim.schedules import SCHEDULES
+
+    classes = _schedule_classes()
+    assert set(SCHEDULES.values()) <= set(classes)
+    assert {c.__name__ for c in classes} >= {"RLSchedule", "AsyncRolloutSchedule", "VerlV1Schedule"}
