@@ -49,7 +49,6 @@ SCALED_COLUMNS = (
     "samples/dropped_stale", "trainer/prompt_groups", "routing/affinity_hits", "routing/prefill_saved_tokens",
 )
 SUPPORTED_KINDS = ("generation-only", "hybridflow", "one-step-off", "fully-async")
-SYNC_KINDS = ("generation-only", "hybridflow", "one-step-off")  # batches generated at once: tail subsampling
 # How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py over the
 # covered shipped scenarios scaled x8 (docs/usage.md, Large clusters): per schedule family, the figures'
 # largest differences seen.
@@ -210,7 +209,7 @@ def attach(schedule, plan_: AggregatePlan) -> None:
     """After the schedule is built on the reduced scenario: the trainer's full batch; synchronous batches keep
     the full batch's tail."""
     schedule.full_batch = TrainerBatch(plan_.factor, schedule.env.rng)
-    if schedule.scenario.schedule.kind in SYNC_KINDS and hasattr(schedule, "lengths"):
+    if schedule.scenario.schedule.batch_at_once and hasattr(schedule, "lengths"):  # tail subsampling
         schedule.lengths = TailSubsample(schedule.lengths, plan_.factor, schedule.env.rng)
 
 
@@ -247,7 +246,7 @@ def meta(plan_: AggregatePlan | None, reason: str, requested: str) -> dict:
         if requested == "aggregate":
             out["aggregate_fallback"] = f"ran exactly: {reason}"
         return out
-    family = "sync" if plan_.reduced.schedule.kind in SYNC_KINDS else "async"
+    family = "sync" if plan_.reduced.schedule.batch_at_once else "async"
     return {"simulation_mode": "aggregate", "aggregate_factor": plan_.factor,
             "aggregate_engines_simulated": plan_.engines // plan_.factor, "aggregate_engines": plan_.engines,
             "aggregate_expected_difference": EXPECTED_DIFFERENCE[family]}

@@ -32,6 +32,7 @@ class RunState:
         self.collector = RunCollector()  # what the schedule reports: step rows, samples, trajectories
         self.rl_step = 0  # RL step the schedule is working on (labels timeline rows)
         self.policy_version = 0  # version of the weights the trainer holds
+        self.load_scale = 1  # aggregate mode: a share of the engines carries this share of the load (sim/aggregate.py)
         self._request_ids = 0
 
     def next_request_id(self) -> int:

@@ -32,7 +32,7 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     capacity = role.engine.kv_capacity(model, hw, tp)
     count = scn.engine_count(role_name)
     # Aggregate mode (rlsim/sim/aggregate.py): 1/scale of the rollout engines, each counting scale x tp GPUs.
-    scale = getattr(env, "load_scale", 1) if role_name == "rollout" else 1
+    scale = env.load_scale if role_name == "rollout" else 1
     count //= scale
     shared: dict = {}  # identical replicas share one decode-coefficient table
     engines = [

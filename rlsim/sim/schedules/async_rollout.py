@@ -463,7 +463,7 @@ class AsyncRolloutSchedule(RLSchedule):
             "trainer/prompt_groups": len(groups),
             "trainer/optimizer_updates": self.mini_batches * self.scenario.algorithm.epochs,
             **(self.router.step_columns() if self.router is not None else {}),
-            **(token_staleness(samples, version) if getattr(self.spec, "in_flight_weight_updates", False) else {}),
+            **(token_staleness(samples, version) if self.spec.token_staleness else {}),
         })
 
     def after_update(self, step: int, timing: dict, batch: Batch):

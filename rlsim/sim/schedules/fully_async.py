@@ -143,9 +143,8 @@ def fully_async_policies(scenario) -> RolloutPolicies:
     else:
         admission = EtaAdmission(spec.staleness_bound, spec.max_concurrent_rollouts)
     bound = spec.staleness_bound
-    abort = getattr(spec, "abort_stale", False)  # NeMo-RL's knobs: on fully-async only (verl V1 shares this rule)
-    expiry = DropStale(bound, abort) if bound is not None and spec.drop_stale else NoExpiry()
-    sampler = getattr(spec, "sampler", None) or ("ready-first" if spec.verl_rule else "weight-fifo")
+    expiry = DropStale(bound, spec.abort_stale) if bound is not None and spec.drop_stale else NoExpiry()
+    sampler = spec.sampler or ("ready-first" if spec.verl_rule else "weight-fifo")
     return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry, SAMPLERS[sampler]())
 
 

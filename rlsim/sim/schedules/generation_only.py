@@ -35,7 +35,7 @@ class GenerationOnlySchedule(Schedule):
             self.engines[where[i]].submit(req)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
-        if getattr(env, "load_scale", 1) > 1:  # aggregate mode: wait for the slowest of all engines (sim/aggregate.py)
+        if env.load_scale > 1:  # aggregate mode: wait for the slowest of all engines (sim/aggregate.py)
             yield env.timeout(tail_extension(reqs, start, len(self.engines), env.load_scale))
         for req in reqs:
             self.collector.sample_finished(req.rid, req)

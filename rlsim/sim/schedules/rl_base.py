@@ -24,6 +24,7 @@ from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
 from rlsim.sim.results.collector import MFU_PREFIX
 from rlsim.sim.results.lifecycle import COMPLETED
+from rlsim.sim.scenario.schema import HybridSwitchOptions, TrainingOptions, WeightSyncOptions
 from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
 from rlsim.sim.schedules.gpu_locks import GpuLocks
@@ -58,7 +59,7 @@ class RLSchedule(Schedule):
         scn = self.scenario
         register_pools(scn, env)
         self.engines = build_engines(scn, env, "rollout")
-        self.lora = getattr(scn.schedule, "lora", None)  # LoRA RL: adapters over a frozen base
+        self.lora = scn.schedule.options(TrainingOptions).lora  # LoRA RL: adapters over a frozen base
         if self.lora is not None:
             serve_adapter(self.engines, self.lora)
         self.synced_bytes = 0.0  # what the step's weight syncs moved (reported for LoRA runs)
@@ -120,13 +121,14 @@ class RLSchedule(Schedule):
         served = eng.shape(model)  # the engines' copy: quantised weights / KV (costs/quantisation.py)
         kv = eng.kv_capacity(served, hw, gen_tp)
         sched = scn.schedule
-        sync = sched.weight_sync
+        switch = sched.options(HybridSwitchOptions)
+        sync = sched.options(WeightSyncOptions).weight_sync
         return TransitionSetup(
             model=model, hw=hw, sharding=actor.train.sharding, train_tp=train.tp,
             train_pp=train.pp, train_dp=self.dp_size("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
-            reshard=getattr(sched, "reshard", "3d-hybrid-engine"), engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
+            reshard=switch.reshard, engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
             max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * served.kv_bytes_per_token / gen_tp,
-            sleep_level=getattr(sched, "engine_sleep_level", 1), host_s=getattr(sched, "switch_overhead_s", 0.0),
+            sleep_level=switch.engine_sleep_level, host_s=switch.switch_overhead_s,
             synced=None if self.lora is None else adapter_view(model, self.lora),
             train_ep=train.ep, gen_ep=gen.ep,
             engine=None if served is model else served,
@@ -334,7 +336,7 @@ class RLSchedule(Schedule):
                 done.callbacks.append(on_done)
             reqs.append(req)
         yield env.all_of([r.done for r in reqs])
-        if getattr(env, "load_scale", 1) > 1:  # aggregate mode: wait for the slowest of all engines (sim/aggregate.py)
+        if env.load_scale > 1:  # aggregate mode: wait for the slowest of all engines (sim/aggregate.py)
             yield env.timeout(tail_extension(reqs, start, len(self.engines), env.load_scale))
         for req in reqs:
             self.collector.sample_finished(req.rid, req)
@@ -388,7 +390,7 @@ class RLSchedule(Schedule):
         self.synced_bytes = 0.0
         batch = yield from self.rollout(step, timing)
         skip = batch.skip
-        if not getattr(self.scenario.schedule, "recompute_logprob", True):  # log-probs came with the tokens
+        if not self.scenario.schedule.options(TrainingOptions).recompute_logprob:  # log-probs came with the tokens
             skip = (*skip, "old_log_prob")
         yield from self.train_batch(batch.prompt + batch.response, timing, skip=skip)
         for sample_id in batch.sample_ids:  # trained at the trainer's current version (per-sample staleness)
@@ -417,7 +419,7 @@ class RLSchedule(Schedule):
     def train_batch(self, seq_lens: np.ndarray, timing: dict, skip: tuple[str, ...] = ()):
         """verl's trainer side of a step: forward phases (concurrent across pools), then the updates."""
         env, scn = self.env, self.scenario
-        scale = getattr(env, "load_scale", 1)  # aggregate mode: the trainer takes the full batch (sim/aggregate.py)
+        scale = env.load_scale  # aggregate mode: the trainer takes the full batch (sim/aggregate.py)
         if scale > 1:
             seq_lens = self.full_batch(seq_lens)
         forwards = []

@@ -73,11 +73,17 @@ from rlsim.sim.scenario.schema.schedule import (  # noqa: F401
 )
 from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
     AsyncRolloutOptions,
+    HybridSwitchOptions,
     LoraSpec,
     ResplitSpec,
     RoutingSpec,
     SwitchSpec,
+    SyncDispatchOptions,
     TailReshardSpec,
     TrainingOptions,
+    WeightSyncOptions,
+)
+from rlsim.sim.scenario.schema.schedule_traits import (  # noqa: F401
+    ScheduleTraits,
 )
 from rlsim.sim.scenario.schema.simulation import SimulationSpec  # noqa: F401

@@ -26,6 +26,7 @@ from rlsim.sim.scenario.schema.schedule_options import (
     TrainingOptions,
     WeightSyncOptions,
 )
+from rlsim.sim.scenario.schema.schedule_traits import Group, ScheduleTraits, options_of
 from rlsim.sim.staleness import TRAINER_STEPS, VERSIONS, Staleness
 
 # ---------------------------------------------------------------- schedule
@@ -83,11 +84,16 @@ class _Tagged(Strict):
     - `synchronous`: generation and training never overlap (no head start, nothing off-policy);
     - `overlaps_training`: the rollout engines generate while the trainer trains, so they need GPUs of their
       own and no other role may share them (placement checks);
+    - `batch_at_once`: each step's batch is generated at once and waited for (aggregate mode subsamples its
+      tail); the asynchronous loops keep groups in flight instead;
     - `head_start_steps`: trainer steps' worth of batches generation may finish before the trainer takes
       its first one; measuring steps before they are drained rates the pipeline's fill, so run, sweep and
       plan warm up 1 + this many steps;
     - `staleness_bound`: the off-policy bound in its unit (rlsim.sim.staleness): 0 versions for a synchronous
-      schedule, None where nothing bounds it.
+      schedule, None where nothing bounds it;
+    - `token_staleness`: sequences carry tokens of several versions, so steps report staleness per token.
+
+    `traits` gathers them in one record (schema/schedule_traits.py); `options(Group)` hands out an option group.
     """
 
     kind: str
@@ -96,10 +102,27 @@ class _Tagged(Strict):
     replaces_failed: ClassVar[bool] = False
     synchronous: ClassVar[bool] = False
     overlaps_training: ClassVar[bool] = False
+    batch_at_once: ClassVar[bool] = False
 
     @property
     def head_start_steps(self) -> int:
         return 0
+
+    @property
+    def token_staleness(self) -> bool:
+        return False
+
+    @property
+    def traits(self) -> ScheduleTraits:
+        return ScheduleTraits(
+            trains=self.trains, replaces_failed=self.replaces_failed, synchronous=self.synchronous,
+            overlaps_training=self.overlaps_training, batch_at_once=self.batch_at_once,
+            head_start_steps=self.head_start_steps, staleness_bound=self.staleness_bound,
+            token_staleness=self.token_staleness)
+
+    def options(self, group: type[Group]) -> Group:
+        """This schedule's option group `group` (the spec itself), or what it means where the schedule has none."""
+        return options_of(self, group)
 
     @property
     def staleness_bound(self) -> Staleness | None:
@@ -113,6 +136,7 @@ class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
 
     trains: ClassVar[bool] = False
     synchronous: ClassVar[bool] = True
+    batch_at_once: ClassVar[bool] = True
 
 
 class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions, _Tagged):
@@ -128,6 +152,7 @@ class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, Hy
     kind: Literal["hybridflow"]
 
     synchronous: ClassVar[bool] = True
+    batch_at_once: ClassVar[bool] = True
     placement: Literal["colocate", "split", "standalone", "disaggregated", "custom"] = Field(
         default="colocate", description="colocate | split | standalone | disaggregated (rollout apart from the "
         "trainer) | custom; verl/ROLL/AReaL spellings (hybrid, colocated, decoupled, ...) are accepted",
@@ -164,6 +189,7 @@ class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _T
     placement: Literal["custom"] = "custom"
 
     overlaps_training: ClassVar[bool] = True
+    batch_at_once: ClassVar[bool] = True
 
     @property
     def head_start_steps(self) -> int:
@@ -246,6 +272,10 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
 
     replaces_failed: ClassVar[bool] = True
     overlaps_training: ClassVar[bool] = True
+
+    @property
+    def token_staleness(self) -> bool:
+        return self.in_flight_weight_updates
 
     @property
     def staleness_bound(self) -> Staleness | None:
@@ -384,6 +414,9 @@ class VerlV1Spec(
     # verl V1 has no verl fully_async staleness_threshold: AReaL's eta rule (max_off_policy_threshold) only.
     staleness_threshold: ClassVar[None] = None
     verl_rule: ClassVar[bool] = False
+    # Nor NeMo-RL's early abort and samplers: AReaL's oldest-first order (schedules/fully_async.py).
+    abort_stale: ClassVar[bool] = False
+    sampler: ClassVar[None] = None
     replaces_failed: ClassVar[bool] = True
 
     @property
