@@ -15,7 +15,6 @@ from rlsim.sim.limits import (  # sane upper bounds, shared with the file reader
     MAX_STEPS,
 )
 from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
-from rlsim.sim.scenario.schema.base import Strict
 from rlsim.sim.scenario.schema.schedule_options import (
     AsyncBatchOptions,
     AsyncRolloutOptions,
@@ -26,7 +25,7 @@ from rlsim.sim.scenario.schema.schedule_options import (
     TrainingOptions,
     WeightSyncOptions,
 )
-from rlsim.sim.scenario.schema.schedule_traits import Group, ScheduleTraits, options_of
+from rlsim.sim.scenario.schema.schedule_traits import TaggedSpec
 from rlsim.sim.staleness import TRAINER_STEPS, VERSIONS, Staleness
 
 # ---------------------------------------------------------------- schedule
@@ -72,64 +71,7 @@ def _canonical_kind(value):
 UNBOUNDED_HEAD_START_STEPS = 4
 
 
-class _Tagged(Strict):
-    """The tag first: a spec's `kind` leads its option groups' fields (the schema, scenario.resolved.yaml).
-
-    Every spec declares its schedule's static traits; the checks and the tools (run, sweep, plan) ask the
-    spec instead of matching the kind's name:
-
-    - `trains`: an RL schedule (generation-only pushes batches through the engines and stops there);
-    - `replaces_failed`: a failed sample is dropped and relaunched, never trained (the asynchronous
-      rollout loops);
-    - `synchronous`: generation and training never overlap (no head start, nothing off-policy);
-    - `overlaps_training`: the rollout engines generate while the trainer trains, so they need GPUs of their
-      own and no other role may share them (placement checks);
-    - `batch_at_once`: each step's batch is generated at once and waited for (aggregate mode subsamples its
-      tail); the asynchronous loops keep groups in flight instead;
-    - `head_start_steps`: trainer steps' worth of batches generation may finish before the trainer takes
-      its first one; measuring steps before they are drained rates the pipeline's fill, so run, sweep and
-      plan warm up 1 + this many steps;
-    - `staleness_bound`: the off-policy bound in its unit (rlsim.sim.staleness): 0 versions for a synchronous
-      schedule, None where nothing bounds it;
-    - `token_staleness`: sequences carry tokens of several versions, so steps report staleness per token.
-
-    `traits` gathers them in one record (schema/schedule_traits.py); `options(Group)` hands out an option group.
-    """
-
-    kind: str
-
-    trains: ClassVar[bool] = True
-    replaces_failed: ClassVar[bool] = False
-    synchronous: ClassVar[bool] = False
-    overlaps_training: ClassVar[bool] = False
-    batch_at_once: ClassVar[bool] = False
-
-    @property
-    def head_start_steps(self) -> int:
-        return 0
-
-    @property
-    def token_staleness(self) -> bool:
-        return False
-
-    @property
-    def traits(self) -> ScheduleTraits:
-        return ScheduleTraits(
-            trains=self.trains, replaces_failed=self.replaces_failed, synchronous=self.synchronous,
-            overlaps_training=self.overlaps_training, batch_at_once=self.batch_at_once,
-            head_start_steps=self.head_start_steps, staleness_bound=self.staleness_bound,
-            token_staleness=self.token_staleness)
-
-    def options(self, group: type[Group]) -> Group:
-        """This schedule's option group `group` (the spec itself), or what it means where the schedule has none."""
-        return options_of(self, group)
-
-    @property
-    def staleness_bound(self) -> Staleness | None:
-        return Staleness(0, VERSIONS) if self.synchronous else None
-
-
-class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
+class GenerationOnlySpec(SyncDispatchOptions, TaggedSpec):
     """Each step pushes one batch of prompts through the rollout engines; no training."""
 
     kind: Literal["generation-only"]
@@ -139,7 +81,7 @@ class GenerationOnlySpec(SyncDispatchOptions, _Tagged):
     batch_at_once: ClassVar[bool] = True
 
 
-class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions, _Tagged):
+class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, HybridSwitchOptions, TaggedSpec):
     """verl / HybridFlow synchronous RL: one step is generate -> forwards -> updates -> weights.
 
     `placement` is a shortcut that carves one hardware pool into resource pools (verl's
@@ -178,7 +120,7 @@ class HybridFlowSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, Hy
         return canonical_name(value, PLACEMENT_ALIASES)
 
 
-class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _Tagged):
+class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, TaggedSpec):
     """verl one-step-off: generation of step k+1 overlaps training of step k on disjoint pools.
 
     The rollout role must sit on its own pool (placement is always `custom`). Weights reach the
@@ -200,7 +142,7 @@ class OneStepOffSpec(TrainingOptions, WeightSyncOptions, SyncDispatchOptions, _T
         return Staleness(1, VERSIONS)
 
 
-class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged):
+class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, AsyncBatchOptions, TaggedSpec):
     """Fully asynchronous RL (AReaL / ASearcher, verl fully_async): rollout never waits for training.
 
     Two admission rules, chosen by which staleness knob is set:
@@ -374,7 +316,7 @@ def _knob_error(field: str, value, message: str):
 
 
 class VerlV1Spec(
-    TrainingOptions, WeightSyncOptions, HybridSwitchOptions, AsyncRolloutOptions, AsyncBatchOptions, _Tagged
+    TrainingOptions, WeightSyncOptions, HybridSwitchOptions, AsyncRolloutOptions, AsyncBatchOptions, TaggedSpec
 ):
     """verl's V1 trainer (docs/advance/v1_async_trainer.md): asynchronous modes on one budget.
 
@@ -453,7 +395,7 @@ class VerlV1Spec(
         return self
 
 
-class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, _Tagged):
+class RollSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, TaggedSpec):
     """ROLL's rollout scheduling (docs/sources.md §8) on a rollout pool of its own.
 
     `async_generation_ratio` alpha: generation runs up to alpha steps ahead of training (0: synchronous;
