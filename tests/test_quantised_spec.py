@@ -101,11 +101,11 @@ def test_disaggregated_sync_moves_quantised_bytes_after_a_quantise_pass():
     plain, scn = sched()
     quant, _ = sched("roles.rollout.engine.quantization.weights=fp8")
     model = scn.models[scn.roles["actor"].model]
-    assert plain.sync_bytes() == model.weight_bytes_total and plain.sync_quantise_time() == 0.0
+    assert plain.sync_bytes() == model.weight_bytes_total and plain.costs.sync_quantise_time() == 0.0
     assert quant.sync_bytes() == pytest.approx(model.params * WEIGHT_BYTES["fp8"])
     actor = scn.roles["actor"]
     expected = quantise_time(model, WEIGHT_BYTES["fp8"], load_profile("h20"), actor.parallel.tp * actor.parallel.pp)
-    assert quant.sync_quantise_time() == pytest.approx(expected) and expected > 0
+    assert quant.costs.sync_quantise_time() == pytest.approx(expected) and expected > 0
     # Half the bytes on the wire; the pass is paid on top.
     moved = quant.weight_sync_time() - expected
     assert moved == pytest.approx(plain.weight_sync_time() / 2, rel=0.05)

@@ -43,8 +43,6 @@ class AsyncRolloutSchedule(RLSchedule):
         self.expiry, self.selection = policies.expiry, policies.selection
         self.batch_groups = spec.consumer_groups(algo)
         self.sync_every = spec.trigger_parameter_sync_step
-        # Optimizer updates per epoch of a trainer step (verl: require_batches; else algorithm.mini_batches).
-        self.mini_batches = max(1, spec.optimizer_updates(algo) // algo.epochs)
         # Admission counts groups per weight version the rollout sees: one version per sync.
         self.admit_unit = self.batch_groups * self.sync_every
         self.interrupt = spec.interrupt

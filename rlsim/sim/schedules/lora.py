@@ -1,13 +1,13 @@
 """LoRA RL on any training schedule: what changes when the actor trains adapters over a frozen base.
 
-The costs are in rlsim/sim/costs/lora.py; this module applies them to a schedule's entities: the
-engines pay the LoRA kernels in every step, the actor's update trains and all-reduces the adapter
-only, and a weight sync (NCCL or shared storage) moves the adapter's bytes only.
+The costs are in rlsim/sim/costs/lora.py; the phases' (the actor's update trains and all-reduces the
+adapter only, a weight sync moves the adapter's bytes only) in rlsim/sim/costs/phase_costs.py. This
+module applies them to the engines: they pay the LoRA kernels in every step.
 """
 
 from __future__ import annotations
 
-from rlsim.sim.costs.lora import adapter_bytes, adapter_params, lora_step_overhead_s
+from rlsim.sim.costs.lora import lora_step_overhead_s
 
 
 def serve_adapter(engines: list, lora) -> None:
@@ -16,22 +16,3 @@ def serve_adapter(engines: list, lora) -> None:
     for e in engines:
         e.add_step_overhead(lora_step_overhead_s(e.model, e.hw, e.tp, lora.rank, lora.targets, lora.kernel_us * 1e-6),
                             shared)
-
-
-def update_kwargs(model, lora) -> dict:
-    """`train_pass_time` keywords for an adapter update: frozen-base FLOPs, adapter-only optimizer and grads."""
-    return {"adapters": adapter_params(model, lora.rank, lora.targets)}
-
-
-def adapter_view(model, lora):
-    """The model as a weight transfer sees it when only the adapter moves: its bytes are the adapter's."""
-    return model.model_copy(update={"weight_bytes": sync_bytes(model, lora) / model.params})
-
-
-def sync_bytes(model, lora) -> float:
-    return adapter_bytes(model, lora.rank, lora.targets)
-
-
-def store_sync_time(model, lora) -> float:
-    """Shared storage: the trainer writes the adapter once, every engine reads it (in parallel)."""
-    return 2 * sync_bytes(model, lora) / (lora.store_gb_per_s * 1e9)

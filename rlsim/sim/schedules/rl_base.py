@@ -12,24 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlsim.sim.aggregate import tail_extension
-from rlsim.sim.costs.offload import offload_time
-from rlsim.sim.costs.quantisation import quantise_time
-from rlsim.sim.costs.training import forward_pass_time, pass_model_flops, train_pass_time
-from rlsim.sim.costs.transition import TransitionSetup
-from rlsim.sim.costs.transition import to_generate as transition_to_generate
-from rlsim.sim.costs.transition import to_train as transition_to_train
-from rlsim.sim.costs.weight_sync import SyncSetup, sync_parts
-from rlsim.sim.engine.fleet import build_engines, register_pools, role_hardware
+from rlsim.sim.costs.phase_costs import PhaseCosts
+from rlsim.sim.engine.fleet import build_engines, register_pools
 from rlsim.sim.engine.request import Request
 from rlsim.sim.limits import MAX_SECONDS, MAX_TURNS
 from rlsim.sim.results.collector import MFU_PREFIX
 from rlsim.sim.results.lifecycle import COMPLETED
-from rlsim.sim.scenario.schema import HybridSwitchOptions, TrainingOptions, WeightSyncOptions
+from rlsim.sim.scenario.schema import HybridSwitchOptions, TrainingOptions
 from rlsim.sim.schedules.base import Schedule, StepOutcome
 from rlsim.sim.schedules.dispatch import assign_engines
 from rlsim.sim.schedules.gpu_locks import GpuLocks
 from rlsim.sim.schedules.least_loaded import LoadBalancer
-from rlsim.sim.schedules.lora import adapter_view, serve_adapter, store_sync_time, sync_bytes, update_kwargs
+from rlsim.sim.schedules.lora import serve_adapter
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
 from rlsim.sim.workload import LengthSampler
 
@@ -73,8 +67,8 @@ class RLSchedule(Schedule):
         self.hybrid = scn.roles_share_gpus("rollout", "actor")
         self.lengths = LengthSampler(scn.workload, env.rng)
         self.trajectories: list[Trajectory] = []
-        # Optimizer updates per epoch of a step (verl fully_async derives its own from require_batches).
-        self.mini_batches = scn.algorithm.mini_batches
+        self.costs = PhaseCosts(scn, self.lora, self.dp_size)  # what each phase costs (pure: costs/phase_costs.py)
+        self.mini_batches = self.costs.mini_batches  # optimizer updates per epoch of a trainer step
         if scn.environments.tools:
             from rlsim.sim.engine.tools import ToolRunner
 
@@ -109,39 +103,15 @@ class RLSchedule(Schedule):
     def mark_busy(self, group: str, role: str, phase: str, start: float) -> None:
         self.env.ledger.record(group, role, phase, start, self.env.now, self.env.rl_step, self.env.policy_version)
 
-    # ------------------------------------------------------------------ costs of phases
+    # ------------------------------------------------------------------ costs of phases (costs/phase_costs.py)
 
     def transition_setup(self):
         """What decides the colocated transition of the actor's weights into the rollout engines."""
-        scn = self.scenario
-        actor, rollout = self._role("actor"), self._role("rollout")
-        model, hw, eng = scn.models[actor.model], role_hardware(scn, actor), rollout.engine
-        train, gen = scn.layout("actor"), scn.layout("rollout")
-        gen_tp = gen.engine_gpus
-        served = eng.shape(model)  # the engines' copy: quantised weights / KV (costs/quantisation.py)
-        kv = eng.kv_capacity(served, hw, gen_tp)
-        sched = scn.schedule
-        switch = sched.options(HybridSwitchOptions)
-        sync = sched.options(WeightSyncOptions).weight_sync
-        return TransitionSetup(
-            model=model, hw=hw, sharding=actor.train.sharding, train_tp=train.tp,
-            train_pp=train.pp, train_dp=self.dp_size("actor"), gen_tp=gen_tp, gpus_per_node=self._gpn("actor"),
-            reshard=switch.reshard, engine_kind=eng.kind, cuda_graphs=eng.cuda_graphs,
-            max_num_seqs=eng.max_num_seqs, kv_pool_bytes_per_gpu=kv * served.kv_bytes_per_token / gen_tp,
-            sleep_level=switch.engine_sleep_level, host_s=switch.switch_overhead_s,
-            synced=None if self.lora is None else adapter_view(model, self.lora),
-            train_ep=train.ep, gen_ep=gen.ep,
-            engine=None if served is model else served,
-            sync_path=sync.path, tensors=self.synced_tensors(),
-            per_tensor_s=None if sync.per_tensor_ms is None else sync.per_tensor_ms * 1e-3,
-            host_bytes_per_s=None if sync.host_gb_per_s is None else sync.host_gb_per_s * 1e9,
-        )
+        return self.costs.transition_setup(self.scenario.schedule.options(HybridSwitchOptions))
 
     def transition_parts(self, to_generate: bool):
         """Hybrid engine switch by part (rlsim.sim.costs.transition): train->generate or back."""
-        setup = self.transition_setup()
-        offload = self._offload_time("actor")
-        return transition_to_generate(setup, offload) if to_generate else transition_to_train(setup, offload)
+        return self.costs.transition_parts(self.scenario.schedule.options(HybridSwitchOptions), to_generate)
 
     def switch_to_generate_time(self) -> float:
         """Hybrid engine: wake the engine, gather and load the new weights, offload what training does not need."""
@@ -151,68 +121,11 @@ class RLSchedule(Schedule):
         """Back from generation: the engine sleeps, offloaded training state comes home (the KV cache is freed)."""
         return self.transition_parts(False).total
 
-    def _offload_time(self, role: str) -> float:
-        r = self._role(role)
-        t = r.train
-        if not (t.param_offload or t.grad_offload or t.optimizer_offload):
-            return 0.0
-        fsdp = t.sharding == "fsdp"
-        layout = self.scenario.layout(role)
-        return offload_time(
-            self.scenario.models[r.model], role_hardware(self.scenario, r), layout.tp, layout.pp,
-            self.dp_size(role), params=t.param_offload, grads=t.grad_offload, optimizer=t.optimizer_offload,
-            shard_params=fsdp, shard_grads=fsdp, ep=layout.ep,
-        )
-
     def weight_sync_time(self) -> float:
-        """Actor and rollout on different GPUs: the sync path of schedule.weight_sync (costs/weight_sync.py)."""
-        scn = self.scenario
-        actor = self._role("actor")
-        if self.lora is not None and self.lora.sync == "store":
-            return store_sync_time(scn.models[actor.model], self.lora)
-        return sync_parts(self.sync_setup()).total + self.sync_quantise_time()
-
-    def sync_setup(self) -> SyncSetup:
-        """What decides a disaggregated weight sync: the bytes and tensors, both sides' GPUs, and the path."""
-        scn = self.scenario
-        actor, rollout = self._role("actor"), self._role("rollout")
-        spec = scn.schedule.weight_sync
-        trainer_gpus = scn.role_gpus("actor")
-        return SyncSetup(
-            weight_bytes=self.sync_bytes(), tensors=self.synced_tensors(), sender=role_hardware(scn, actor),
-            receiver=role_hardware(scn, rollout), receivers=scn.role_gpus("rollout"), receiver_tp=rollout.parallel.tp,
-            trainer_gpus=trainer_gpus, trainer_nodes=-(-trainer_gpus // self._gpn("actor")), path=spec.path,
-            senders=spec.senders, bucket_bytes=spec.bucket_bytes, delta_fraction=spec.changed_fraction,
-            per_tensor_s=None if spec.per_tensor_ms is None else spec.per_tensor_ms * 1e-3,
-            host_bytes_per_s=None if spec.host_gb_per_s is None else spec.host_gb_per_s * 1e9,
-            same_node=scn.roles_in_one_nvlink_domain("actor", "rollout"),
-            element_bytes=scn.models[actor.model].weight_bytes, sender_node_gpus=self._gpn("actor"),
-        )
-
-    def _served_model(self):
-        """The actor's model as the rollout engines hold it (quantised weights / KV, or the model itself)."""
-        return self._role("rollout").engine.shape(self.scenario.models[self._role("actor").model])
-
-    def sync_quantise_time(self) -> float:
-        """A quantising refit's pass over the weights before they move: each of the actor's tp x pp
-        model-parallel GPUs quantises its shard (costs/quantisation.py; 0 unquantised or for a LoRA adapter)."""
-        model, served = self.scenario.models[self._role("actor").model], self._served_model()
-        if self.lora is not None or served is model:
-            return 0.0
-        return quantise_time(model, served.weight_bytes, role_hardware(self.scenario, self._role("actor")),
-                             self.scenario.layout("actor").replica_gpus)
-
-    def synced_tensors(self) -> int:
-        """Weight tensors one sync sends: the model's, or the adapter's two per adapted module and layer."""
-        model = self.scenario.models[self._role("actor").model]
-        if self.lora is None:
-            return model.weight_tensors
-        return model.layers * 2 * (7 if self.lora.targets == "all-linear" else 4)
+        return self.costs.weight_sync_time()
 
     def sync_bytes(self) -> float:
-        """Bytes one weight sync moves: every weight (in the engines' format), or the LoRA adapter only."""
-        model = self.scenario.models[self._role("actor").model]
-        return self._served_model().weight_bytes_total if self.lora is None else sync_bytes(model, self.lora)
+        return self.costs.sync_bytes()
 
     def broadcast_weights(self, engines: list | None = None):
         """NCCL broadcast of the actor's weights to every rollout GPU (or `engines`); both sides are busy."""
@@ -225,41 +138,6 @@ class RLSchedule(Schedule):
             env.ledger.record(e.name, "rollout", "sync", start, env.now, env.rl_step, env.policy_version)
         return env.now - start
 
-    def phase_time(self, phase: str, role: str, seq_lens: np.ndarray) -> float:
-        scn = self.scenario
-        r = self._role(role)
-        model, hw = scn.models[r.model], role_hardware(scn, r)
-        t = r.train
-        layout = scn.layout(role)
-        if phase.startswith("update_"):
-            lora = update_kwargs(model, self.lora) if self.lora is not None and role == "actor" else {}
-            return train_pass_time(
-                model, hw, seq_lens, layout.tp, layout.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
-                self.mini_batches, scn.algorithm.epochs, balance=t.balance_batch,
-                overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
-                grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
-                balance_scope="batch" if t.long_context_costs else "mini_batch",
-                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, ep=layout.ep, **lora,
-            )
-        return forward_pass_time(
-            model, hw, seq_lens, layout.tp, layout.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
-            t.balance_batch, t.pass_options(phase, role), ep=layout.ep, gpus_per_node=self._gpn(role),
-        )
-
-    def phase_mfu(self, phase: str, role: str, seq_lens: np.ndarray, seconds: float) -> float:
-        """The pass's achieved share of its GPUs' peak (`mfu/<phase>`): its model FLOPs (`pass_model_flops`) over
-        `seconds` x the role's GPUs x peak BF16 FLOP/s. A result of the operator-priced pass, not an input."""
-        scn = self.scenario
-        r = self._role(role)
-        if seconds <= 0:
-            return 0.0
-        train = phase.startswith("update_")
-        adapters = update_kwargs(scn.models[r.model], self.lora)["adapters"] if (
-            train and self.lora is not None and role == "actor") else None
-        flops = pass_model_flops(scn.models[r.model], seq_lens, train, scn.algorithm.epochs if train else 1, adapters)
-        gpus = r.parallel.tp * r.parallel.pp * self.dp_size(role)
-        return flops / (seconds * gpus * role_hardware(scn, r).peak_flops)
-
     def first_step_bound_s(self) -> float:
         """The template's generation bound plus every other long thing a first step may do, ten times over:
         each model phase on a full batch of the longest sequences, switches, syncs and tool calls."""
@@ -270,7 +148,7 @@ class RLSchedule(Schedule):
         seqs = np.full(scn.algorithm.samples_per_step, longest, dtype=np.int64)
         for phase, role in (*FORWARD_PHASES, *UPDATE_PHASES):
             if role in scn.roles and scn.roles[role].engine is None:
-                bound += 10 * self.phase_time(phase, role, seqs)
+                bound += 10 * self.costs.phase_time(phase, role, seqs)
         if self.hybrid:
             bound += 10 * (self.switch_to_generate_time() + self.switch_to_train_time())
         if "actor" in scn.roles and not self.hybrid:
@@ -344,19 +222,6 @@ class RLSchedule(Schedule):
         self.step_preemptions += sum(r.preemptions for r in reqs)
         return prompt, response
 
-    def _state_moves(self, phase: str, role: str) -> float:
-        """PCIe onload/offload of a role whose state lives in host memory between its phases.
-
-        Onload before a role's first phase of the step, offload after its last. The actor's moves
-        happen in the hybrid-engine switch instead (around generation).
-        """
-        if role == "actor":
-            return 0.0
-        one_way = self._offload_time(role)
-        if role == "critic":
-            return one_way  # onload before values, offload after update_critic
-        return 2 * one_way
-
     def _pass(self, phase: str, role: str, seq_lens: np.ndarray, timing: dict):
         """One model phase on its role's GPUs, after the phases queued there before it."""
         env = self.env
@@ -367,10 +232,10 @@ class RLSchedule(Schedule):
             if phase == "reward" and self.judges:
                 yield from self.judge(seq_lens)
             else:
-                seconds = self.phase_time(phase, role, seq_lens)
-                yield env.timeout(seconds + self._state_moves(phase, role))
+                seconds = self.costs.phase_time(phase, role, seq_lens)
+                yield env.timeout(seconds + self.costs.state_moves(role))
                 self.mark_busy(role, role, "train" if phase.startswith("update_") else "forward", start)
-                timing[f"{MFU_PREFIX}{phase}"] = self.phase_mfu(phase, role, seq_lens, seconds)
+                timing[f"{MFU_PREFIX}{phase}"] = self.costs.phase_mfu(phase, role, seq_lens, seconds)
             timing[f"timing_s/{phase}"] = env.now - start
         finally:
             self.gpu_locks.release(held)

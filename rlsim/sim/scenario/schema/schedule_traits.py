@@ -105,6 +105,10 @@ class TaggedSpec(Strict):
             head_start_steps=self.head_start_steps, staleness_bound=self.staleness_bound,
             token_staleness=self.token_staleness)
 
+    def optimizer_updates(self, algo) -> int:
+        """Optimizer updates per trainer step, epochs included: algorithm.mini_batches an epoch."""
+        return algo.mini_batches * algo.epochs
+
     def options(self, group: type[Group]) -> Group:
         """This schedule's option group `group` (the spec itself), or what it means where the schedule has none."""
         return options_of(self, group)
