@@ -258,6 +258,7 @@ LOADS_NOTHING_HEAVY = {
     "rlsim.sim.inputs": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario", "rlsim.sim.engine", "rlsim.tools"),
     "rlsim.sim.scenario": (*HEAVY, "numpy", "pydantic", "rlsim.sim.scenario.schema"),
     "rlsim.sim.costs": (*HEAVY, "numpy", "pydantic", "rlsim.sim.costs.generation"),
+    "rlsim.sim.costs.phase_costs": (*HEAVY, "rlsim.sim.engine", "rlsim.sim.schedules"),  # pure: testable without SimPy
     "rlsim.tools.report.formats": (*HEAVY, "numpy", "rlsim.sim"),
     "rlsim.tools.cli": (*HEAVY, "numpy", "pydantic", "yaml", "rlsim.sim.scenario.schema", "rlsim.sim.engine"),
     "rlsim.sim.scenario.schema": ("pandas", "simpy", "matplotlib", "rlsim.sim.engine", "rlsim.sim.simulate",
