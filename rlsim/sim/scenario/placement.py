@@ -19,7 +19,7 @@ from rlsim.sim.costs.resharding import reshard_redundant_bytes_per_gpu
 from rlsim.sim.scenario.checks import check_scenario, max_sequence_tokens, role_forward_memory, role_training_memory
 from rlsim.sim.scenario.errors import Problem
 from rlsim.sim.scenario.option_checks import schedule_option_problems
-from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.scenario.schema import HybridSwitchOptions, Scenario
 
 COLOCATED_SETS = {
     "colocate": [["actor", "rollout", "reference", "critic", "reward"]],
@@ -211,7 +211,7 @@ def colocated_memory(
         engine = hw.hbm_bytes * ro.engine.gpu_memory_utilization
         shared = 0.0
         # Schedules whose GPUs never switch roles (rollout apart) have no reshard knob: the default method.
-        reshard = getattr(scn.schedule, "reshard", "3d-hybrid-engine")
+        reshard = scn.schedule.options(HybridSwitchOptions).reshard
         quantised = ro.engine.shape(scn.models[ro.model]) is not scn.models[ro.model]
         if "actor" in roles and reshard == "3d-hybrid-engine" and not quantised:
             # 3D-HybridEngine generates from the actor's own (regathered) weights: no second copy (a quantised

@@ -12,7 +12,7 @@ Each is a warning (one line, `dotted.path: what looks wrong`), not an error: a s
 from __future__ import annotations
 
 from rlsim.sim.scenario.checks import max_sequence_tokens
-from rlsim.sim.scenario.schema import Scenario
+from rlsim.sim.scenario.schema import HybridSwitchOptions, Scenario
 
 MAX_SWITCH_S = 120.0
 MAX_TOOL_LATENCY_S = 3600.0
@@ -22,7 +22,7 @@ MAX_CONTEXT_TOKENS = 131_072
 def sanity_warnings(scn: Scenario) -> list[str]:
     """One line per implausible magnitude in a valid scenario."""
     out = []
-    switch = getattr(scn.schedule, "switch_overhead_s", 0.0)
+    switch = scn.schedule.options(HybridSwitchOptions).switch_overhead_s
     if switch > MAX_SWITCH_S:
         out.append(f"schedule.switch_overhead_s: {switch:g} s per switch is above two minutes (verl's is ~0.45 s): "
                    f"milliseconds meant? ({switch:g} ms = {switch / 1000:g} s)")
