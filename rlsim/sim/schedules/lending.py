@@ -1,7 +1,8 @@
-"""verl's V1 trainer: `colocate_async` and `separate_async` with GPU lending ("switch").
+"""verl V1's GPU lending ("switch"), a component of the asynchronous rollout loop (loop_components.py).
 
-Built on the fully asynchronous machinery (a rollout controller, a buffer of finished prompt groups, a
-trainer that pushes weights every `parameter_sync_step` steps, an off-policy bound in versions):
+verl V1 (schedules/verl_v1.py) is the fully asynchronous loop (a rollout controller, a buffer of finished
+prompt groups, a trainer that pushes weights every `parameter_sync_step` steps, an off-policy bound in
+versions) with this component plugged in:
 
 - `colocate_async`: the rollout engines sit on the actor's GPUs. They generate until the trainer's batch
   is sampleable; then the trainer takes the GPUs back: the engines stop at a step boundary, their
