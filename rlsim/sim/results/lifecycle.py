@@ -58,7 +58,8 @@ class Reason:
     REDUNDANT = "redundant"  # ROLL: its group already had enough finishers
     EXPIRED = "expired"  # ROLL: its group started too many versions ago (async_generation_ratio)
     STALE = "stale"  # drop_stale: older than the staleness bound when the trainer looked
-    FILTERED = "filtered: all rewards equal"  # ROLL dynamic sampling
+    FILTERED = "filtered: all rewards equal"  # ROLL dynamic sampling, verl's DAPO filter (replay buffer)
+    GROUP_FAILED = "a trajectory of its group failed"  # verl V1's replay buffer evicts the whole group
     END_OF_RUN = "in flight at end of run"
     MID_GENERATION = "aborted during generation"  # its request was aborted under it
 

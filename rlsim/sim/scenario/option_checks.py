@@ -1,4 +1,5 @@
-"""Problems of the schedule options that depend on the roles (tail re-sharding, lending, re-splitting, weight sync)."""
+"""Problems of the schedule options that depend on the roles (tail re-sharding, lending, re-splitting, elastic replicas,
+weight sync)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,16 @@ def schedule_option_problems(scn: Scenario) -> list[Problem]:
                                 "put the rollout role on them (separate_async for a pool of its own)"))
     lends = getattr(getattr(spec, "hybrid_rollout", None), "enable_switch", False) and not colocated
     resplit = getattr(spec, "resplit", None) is not None
-    if (lends or resplit) and scn.role_gpus("actor") % tp:
-        what = "schedule.resplit" if resplit else "schedule.hybrid_rollout.enable_switch"
+    elastic = getattr(spec, "elastic", None) is not None
+    if (lends or resplit or elastic) and scn.role_gpus("actor") % tp:
+        what = "schedule.resplit" if resplit else "schedule.elastic" if elastic else \
+            "schedule.hybrid_rollout.enable_switch"
         problems.append(Problem(what, f"the actor's {scn.role_gpus('actor')} GPUs do not divide into rollout "
                                 f"engines of TP {tp}"))
+    if elastic and scn.roles_share_gpus("rollout", "actor"):
+        problems.append(Problem("schedule.elastic", "elastic replicas join standalone rollout GPUs: put the rollout "
+                                "role on a pool of its own (verl's rollout.nnodes: 0, all rollout on the trainer's "
+                                "GPUs, is not modelled)"))
     if resplit:
         shared = [r for r in scn.roles if r not in ("actor", "rollout") and scn.roles_share_gpus(r, "actor")]
         if shared:

@@ -73,8 +73,10 @@ from rlsim.sim.scenario.schema.schedule import (  # noqa: F401
 )
 from rlsim.sim.scenario.schema.schedule_options import (  # noqa: F401
     AsyncRolloutOptions,
+    ElasticSpec,
     HybridSwitchOptions,
     LoraSpec,
+    ReplayBufferSpec,
     ResplitSpec,
     RoutingSpec,
     SwitchSpec,

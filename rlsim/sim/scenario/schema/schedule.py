@@ -18,7 +18,9 @@ from rlsim.sim.scenario.schema.algorithm import AlgorithmSpec
 from rlsim.sim.scenario.schema.schedule_options import (
     AsyncBatchOptions,
     AsyncRolloutOptions,
+    ElasticSpec,
     HybridSwitchOptions,
+    ReplayBufferSpec,
     SwitchSpec,
     SyncDispatchOptions,
     TailReshardSpec,
@@ -211,6 +213,12 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
         "staleness bound (max_trajectory_age_steps, or drop_stale's max_head_offpolicyness) is aborted when the "
         "trainer looks, instead of finishing only to be dropped; new prompts replace it",
     )
+    elastic: ElasticSpec | None = Field(
+        default=None,
+        description="verl fully_async's dynamic resource scheduling (async_training.use_dynamic_resource_"
+        "scheduling): rollout replicas on the trainer's GPUs join generation at a weight push and leave it once "
+        "deactivate_ratio of a version's groups are queued (null: the trainer's GPUs only train)",
+    )
 
     replaces_failed: ClassVar[bool] = True
     overlaps_training: ClassVar[bool] = True
@@ -293,6 +301,9 @@ class FullyAsyncSpec(TrainingOptions, WeightSyncOptions, AsyncRolloutOptions, As
         if self.abort_stale and not self.drop_stale:
             _knob_error("abort_stale", True, "abort_stale aborts what drop_stale would drop: it needs "
                         "max_trajectory_age_steps, or drop_stale with max_head_offpolicyness")
+        if self.elastic is not None and self.resplit is not None:
+            _knob_error("elastic", True, "elastic replicas and re-splitting both move the trainer's GPUs into "
+                        "generation; set one (elastic: null or resplit: null)")
         return self
 
     @property
@@ -344,6 +355,12 @@ class VerlV1Spec(
         "many versions is dropped)",
     )
     hybrid_rollout: SwitchSpec = Field(default_factory=SwitchSpec, description="separate_async: GPU lending")
+    replay_buffer: ReplayBufferSpec | None = Field(
+        default=None,
+        description="verl V1's replay buffer: failed, stale (spanning more than max_off_policy_threshold versions) "
+        "and DAPO-filtered groups are evicted when the trainer looks and replaced by fresh prompts (null: "
+        "rlsim's drop of samples older than max_off_policy_threshold versions, nothing refilled but their slots)",
+    )
     interrupt: Literal["keep"] = Field(
         default="keep", description="Partial rollout: paused sequences keep their output and continue"
     )
@@ -389,6 +406,13 @@ class VerlV1Spec(
         if self.resplit is not None and (self.trainer_mode == "colocate_async" or self.hybrid_rollout.enable_switch):
             _knob_error("resplit", True, "re-splitting moves trainer GPUs into generation for good; it does not "
                         "combine with colocate_async or lending (hybrid_rollout.enable_switch)")
+        if self.replay_buffer is not None and self.max_off_policy_threshold is not None \
+                and self.max_off_policy_threshold != int(self.max_off_policy_threshold):
+            _knob_error("max_off_policy_threshold", self.max_off_policy_threshold, "verl's replay buffer counts the "
+                        "weight versions a group spans: a whole number (at least 1)")
+        if self.replay_buffer is not None and self.max_off_policy_threshold == 0:
+            _knob_error("max_off_policy_threshold", 0, "a group spans at least 1 weight version, so 0 would evict "
+                        "every group and the run could never finish; set it to 1 or more (or null)")
         if self.trainer_mode == "colocate_async" and self.hybrid_rollout.enable_switch:
             _knob_error("hybrid_rollout", True, "colocate_async already runs generation on the trainer's GPUs: lending "
                         "(switch) is a separate_async option")

@@ -161,6 +161,47 @@ class ResplitSpec(Strict):
     )
 
 
+class ReplayBufferSpec(Strict):
+    """verl V1's replay buffer in its asynchronous modes (schedules/replay_buffer.py; verl 0.9.1
+    trainer/ppo/v1/replay_buffer.py ReplayBufferAsync): failed, stale and DAPO-filtered groups are evicted
+    when the trainer looks, and each is replaced by a fresh prompt."""
+
+    filter_prob: float = Field(
+        default=0.0, ge=0, lt=1,
+        description="verl algorithm.filter_groups (DAPO): the chance a finished group's rewards are all equal, so "
+        "that it is evicted and refilled (0: the filter is off). rlsim has no reward values: measure your task's "
+        "share of all-equal groups (verl logs training/filter_groups/evicted_samples)",
+    )
+
+
+class ElasticSpec(Strict):
+    """verl fully_async's dynamic resource scheduling (schedules/elastic_replicas.py; verl 0.9.1
+    experimental/fully_async_policy/dynamic_schedule): rollout replicas on the trainer's GPUs join generation at
+    a weight push and leave it once `deactivate_ratio` of a weight version's groups are queued."""
+
+    policy: Literal["default", "fixed_ratio", "static_fully_async"] = Field(
+        default="default",
+        description="verl async_training.dynamic_schedule_policy: default (adaptive ratio, cost/benefit gate), "
+        "fixed_ratio (activate while the queue is short, ratio fixed), static_fully_async (never activate)",
+    )
+    deactivate_ratio: float = Field(
+        default=0.3, gt=0, le=1,
+        description="verl async_training.dynamic_schedule_deactivate_ratio: the share of a weight version's prompt "
+        "groups queued before the trainer's GPUs leave generation (the starting value under the default policy)",
+    )
+    rebalance: bool = Field(
+        default=True,
+        description="verl dynamic_schedule_enable_rebalance: on activation abort every in-flight request so the "
+        "retries spread by least load (false: only new requests reach the woken replicas)",
+    )
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1,
+        description="The replicas on the trainer's GPUs: their share of GPU memory (verl: rollout."
+        "gpu_memory_utilization when standalone_gpu_memory_utilization sets the standalone replicas'; null: "
+        "the rollout engine's)",
+    )
+
+
 class RoutingSpec(Strict):
     """Group-affinity routing of a prompt group's requests (schedules/affinity.py); prefix sharing modelled."""
 
