@@ -20,6 +20,7 @@ from rlsim.sim.results.lifecycle import Reason
 from rlsim.sim.scenario.schema import SwitchSpec
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.groups import Group
+from rlsim.sim.schedules.replay_buffer import ReplayBufferExpiry, ReplayBufferRule
 from rlsim.sim.schedules.resplit import plug_gpu_moves
 from rlsim.sim.schedules.rollout_policies import (
     CountingAdmission,
@@ -141,9 +142,13 @@ def fully_async_policies(scenario) -> RolloutPolicies:
         admit_unit = spec.consumer_groups(algo) * spec.trigger_parameter_sync_step
         admission = VerlAdmission(admit_unit, spec.staleness_threshold, spec.max_concurrent_rollouts)
     else:
-        admission = EtaAdmission(spec.staleness_bound, spec.max_concurrent_rollouts)
+        admission = EtaAdmission(getattr(spec, "admission_bound", spec.staleness_bound), spec.max_concurrent_rollouts)
     bound = spec.staleness_bound
     expiry = DropStale(bound, spec.abort_stale) if bound is not None and spec.drop_stale else NoExpiry()
+    replay = getattr(spec, "replay_buffer", None)  # verl V1's replay buffer: its own eviction, refilled
+    if replay is not None:
+        threshold = spec.max_off_policy_threshold
+        expiry = ReplayBufferExpiry(ReplayBufferRule(None if threshold is None else int(threshold), replay.filter_prob))
     sampler = spec.sampler or ("ready-first" if spec.verl_rule else "weight-fifo")
     return RolloutPolicies(admission, WholeGroup(algo.samples_per_prompt), expiry, SAMPLERS[sampler]())
 

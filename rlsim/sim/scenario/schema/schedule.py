@@ -385,13 +385,25 @@ class VerlV1Spec(
 
     @property
     def staleness_bound(self) -> Staleness | None:
-        """max_off_policy_threshold (AReaL's eta) counts weight versions, parameter_sync_step trainer steps each."""
+        """max_off_policy_threshold (AReaL's eta) counts weight versions, parameter_sync_step trainer steps each.
+        Under verl's replay buffer it is the versions a group may span: a trained group is at most one less
+        behind."""
+        if self.replay_buffer is not None:
+            span = self.max_off_policy_threshold
+            return None if span is None else Staleness(int(span) - 1, VERSIONS)
         return None if self.max_head_offpolicyness is None else Staleness(self.max_head_offpolicyness, VERSIONS)
+
+    @property
+    def admission_bound(self) -> Staleness | None:
+        """The bound admission applies: verl's prefetch window under its replay buffer, else the staleness bound."""
+        if self.replay_buffer is not None:
+            return Staleness(self.replay_buffer.num_warmup_batches, VERSIONS)
+        return self.staleness_bound
 
     @property
     def head_start_steps(self) -> int:
         """As AReaL's rule: eta + 1 versions of parameter_sync_step trainer steps ahead at the start."""
-        bound = self.staleness_bound
+        bound = self.admission_bound
         return UNBOUNDED_HEAD_START_STEPS if bound is None else bound.batches_ahead(self.trigger_parameter_sync_step)
 
     @model_validator(mode="after")

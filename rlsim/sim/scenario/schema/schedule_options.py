@@ -162,9 +162,17 @@ class ResplitSpec(Strict):
 
 
 class ReplayBufferSpec(Strict):
-    """verl V1's replay buffer in its asynchronous modes (schedules/replay_buffer.py; verl 0.9.1
-    trainer/ppo/v1/replay_buffer.py ReplayBufferAsync): failed, stale and DAPO-filtered groups are evicted
-    when the trainer looks, and each is replaced by a fresh prompt."""
+    """verl V1's sampling in its asynchronous modes (schedules/replay_buffer.py; verl 0.9.1 trainer/ppo/v1/
+    replay_buffer.py ReplayBufferAsync, trainer_base.py): prompts are fed `num_warmup_batches` train batches
+    ahead plus one batch per step; failed, stale and DAPO-filtered groups are evicted when the trainer looks,
+    and each is replaced by a fresh prompt."""
+
+    num_warmup_batches: float = Field(
+        default=1.0, ge=0, le=MAX_STALENESS_STEPS,
+        description="verl trainer.v1.<mode>.num_warmup_batches: train batches of prompts fed before the first step "
+        "(the prefetch window; fractions allowed). With one batch fed per step and every eviction refilled, it "
+        "is AReaL's admission rule with eta = num_warmup_batches weight versions",
+    )
 
     filter_prob: float = Field(
         default=0.0, ge=0, lt=1,
