@@ -39,10 +39,6 @@ def schedule_option_problems(scn: Scenario) -> list[Problem]:
             "schedule.hybrid_rollout.enable_switch"
         problems.append(Problem(what, f"the actor's {scn.role_gpus('actor')} GPUs do not divide into rollout "
                                 f"engines of TP {tp}"))
-    if elastic and scn.roles_share_gpus("rollout", "actor"):
-        problems.append(Problem("schedule.elastic", "elastic replicas join standalone rollout GPUs: put the rollout "
-                                "role on a pool of its own (verl's rollout.nnodes: 0, all rollout on the trainer's "
-                                "GPUs, is not modelled)"))
     if resplit:
         shared = [r for r in scn.roles if r not in ("actor", "rollout") and scn.roles_share_gpus(r, "actor")]
         if shared:

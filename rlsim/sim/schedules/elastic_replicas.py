@@ -47,7 +47,7 @@ class ElasticController:
         self.per_group_s = INITIAL_PER_GROUP_S
         self.overheads: list[float] = []  # measured deactivate + activate seconds, one per cycle with a switch
         self.log: list[dict] = []  # one record per activation decision
-        self._waits: list[float] = []  # this cycle: each batch collection's wait, and the groups not queued at its start
+        self._waits: list[float] = []  # this cycle: each batch collection's wait, and the groups not yet queued
         self._wait_groups: list[int] = []
         self._switch_s = 0.0  # this cycle's deactivation + activation seconds
 

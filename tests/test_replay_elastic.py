@@ -1,0 +1,234 @@
+"""verl V1's replay buffer (eviction and refill) and elastic hybrid replicas (verl fully_async's dynamic resource
+scheduling): the rules on their own, then the runs (docs/schedules-2026.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from rlsim.sim.results.lifecycle import COMPLETED, DROPPED, FAILED, Reason, advance
+from rlsim.sim.scenario.errors import ScenarioError
+from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.schedules.elastic_replicas import (
+    DEFAULT_SWITCH_COST_S,
+    INITIAL_PER_GROUP_S,
+    RATIO_DOWN,
+    RATIO_UP_MAX,
+    RATIO_UP_MIN,
+    ElasticController,
+)
+from rlsim.sim.schedules.groups import Group, Sample
+from rlsim.sim.schedules.replay_buffer import (
+    FAILED as EVICT_FAILED,
+)
+from rlsim.sim.schedules.replay_buffer import (  # noqa: I001
+    FILTERED,
+    STALE,
+    ReplayBufferBook,
+    ReplayBufferExpiry,
+    ReplayBufferRule,
+)
+from rlsim.sim.staleness import VERSIONS, Staleness
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLAY = ROOT / "scenarios/async/verl-v1-replay-buffer.yaml"
+ELASTIC = ROOT / "scenarios/async/elastic-hybrid-replicas.yaml"
+
+# ---------------------------------------------------------------- the replay buffer's rule
+
+
+def test_a_group_spans_one_version_more_than_it_is_behind_and_is_stale_past_the_threshold():
+    rule = ReplayBufferRule(max_off_policy_threshold=2)
+    assert [rule.span(b) for b in (0, 1, 2)] == [1, 2, 3]
+    assert [rule.stale(b) for b in (0, 1, 2, 3)] == [False, False, True, True]
+    assert not ReplayBufferRule(None).stale(100)  # null: no staleness control
+
+
+def test_failed_groups_are_evicted_as_failed_and_finished_ones_for_every_reason_they_have():
+    rule = ReplayBufferRule(max_off_policy_threshold=1, filter_prob=0.5)
+    assert rule.reasons(5, failed=True, all_equal=True) == {EVICT_FAILED}
+    assert rule.reasons(1, failed=False, all_equal=True) == {STALE, FILTERED}
+    assert rule.reasons(0, failed=False, all_equal=False) == frozenset()
+
+
+def test_the_book_refills_one_prompt_per_evicted_group_and_reports_each_step_once():
+    book = ReplayBufferBook()
+    assert book.evict(frozenset((STALE, FILTERED)), span=3) == 1
+    assert book.evict(frozenset((EVICT_FAILED,)), span=1) == 1
+    cols = book.step_columns()
+    assert cols == {"replay/evicted_stale": 1, "replay/evicted_filtered": 1, "replay/evicted_failed": 1,
+                    "replay/refilled": 2}
+    assert book.spans == [3]
+    assert set(book.step_columns().values()) == {0}
+
+
+class _Loop:
+    """What the expiry policy reads of the loop, for groups whose start versions are given."""
+
+    def __init__(self, syncs: int, seed: int = 0):
+        self.env = SimpleNamespace(now=10.0, rng=np.random.default_rng(seed))
+        self.syncs, self.accepted_groups, self.dropped_stale, self.woken = syncs, 0, 0, 0
+        self.discarded: list[tuple[int, str]] = []
+
+    def age(self, version: int, unit) -> Staleness:
+        return Staleness(self.syncs - version, unit)  # one push per trainer step
+
+    def discard_group(self, g: Group, reason: str) -> None:
+        for s in g.samples:
+            if s.state is COMPLETED:
+                advance(s, DROPPED, reason)
+        self.discarded.append((g.gid, reason))
+
+    def wake_rollout(self) -> None:
+        self.woken += 1
+
+
+def _group(gid: int, version: int, failed: bool = False) -> Group:
+    g = Group(gid, version, 0.0)
+    for i in range(4):
+        s = Sample(gid * 4 + i, g, 10, 10)
+        advance(s, COMPLETED if i or not failed else FAILED, None)
+        g.samples.append(s)
+    return g
+
+
+def test_the_expiry_evicts_failed_stale_and_filtered_groups_and_frees_their_slots():
+    loop = _Loop(syncs=3)
+    loop.accepted_groups = 5
+    expiry = ReplayBufferExpiry(ReplayBufferRule(max_off_policy_threshold=2, filter_prob=0.0))
+    fresh, behind_one, behind_two, failed = _group(0, 3), _group(1, 2), _group(2, 1), _group(3, 3, failed=True)
+    keep = expiry.screen(loop, [fresh, behind_one, behind_two, failed])
+    assert keep == [fresh, behind_one]
+    assert loop.discarded == [(2, Reason.STALE), (3, Reason.GROUP_FAILED)]
+    assert loop.accepted_groups == 3 and loop.woken == 1 and loop.dropped_stale == 4
+    assert all(s.state is DROPPED for s in behind_two.samples)
+    assert [s.state for s in failed.samples].count(DROPPED) == 3  # the failed one stays failed
+
+
+def test_the_dapo_draw_is_made_once_per_group():
+    loop = _Loop(syncs=0)
+    expiry = ReplayBufferExpiry(ReplayBufferRule(None, filter_prob=0.5))
+    groups = [_group(i, 0) for i in range(200)]
+    kept = expiry.screen(loop, groups)
+    assert 60 < len(kept) < 140  # about half are all-equal
+    assert expiry.screen(loop, kept) == kept  # screened again (the version moved): no new draw
+    assert expiry.book.evicted[FILTERED] == 200 - len(kept) == expiry.book.refilled
+
+
+def test_with_no_filter_and_no_threshold_nothing_is_evicted_and_no_draw_is_made():
+    loop = _Loop(syncs=9)
+    state = loop.env.rng.bit_generator.state
+    groups = [_group(i, 0) for i in range(5)]
+    assert ReplayBufferExpiry(ReplayBufferRule(None)).screen(loop, groups) == groups
+    assert loop.env.rng.bit_generator.state == state
+
+
+# ---------------------------------------------------------------- the elastic controller (verl's default policy)
+
+
+def test_replicas_start_asleep_and_leave_generation_at_the_ratio_of_a_cycle():
+    ctl = ElasticController("default", 0.3, cycle_groups=128)
+    assert not ctl.should_deactivate()
+    assert ctl.deactivate_wait_groups() == 38  # int(0.3 x 128)
+    ctl.activated(2.0)
+    assert ctl.should_deactivate()
+    ctl.deactivated(1.0)
+    assert not ctl.active
+
+
+def test_the_first_decision_activates_on_the_pessimistic_estimate_when_the_queue_is_short():
+    ctl = ElasticController("default", 0.3, cycle_groups=100)
+    rec = ctl.should_activate(produced=110, expected=100)  # 10 queued, 30 wanted: a gap of 20
+    assert rec["gap_groups"] == pytest.approx(20)
+    assert rec["benefit_s"] == pytest.approx(20 * INITIAL_PER_GROUP_S)
+    assert rec["switch_cost_s"] == DEFAULT_SWITCH_COST_S and rec["activate"]
+    assert not ctl.should_activate(produced=140, expected=100)["activate"]  # 40 queued: no gap
+
+
+def test_the_benefit_is_the_gap_times_the_measured_wait_per_group_against_the_mean_switch():
+    ctl = ElasticController("default", 0.3, cycle_groups=100)
+    ctl.collected(30.0, 10)  # 3 s per group the trainer really waited for
+    ctl.activated(5.0)
+    ctl.deactivated(6.0)
+    ctl.after_push()  # one cycle with a switch: 11 s; 10 of 100 groups waited for: the ratio rises to 0.4
+    assert ctl.switch_cost() == pytest.approx(11.0) and ctl.ratio == pytest.approx(0.4)
+    ctl.collected(30.0, 10)
+    rec = ctl.should_activate(produced=136, expected=100)  # gap 40 - 36 = 4 groups x 3 s = 12 s > 11 s
+    assert rec["benefit_s"] == pytest.approx(12.0) and rec["activate"]
+    assert not ctl.should_activate(produced=137, expected=100)["activate"]  # 3 x 3 s = 9 s < 11 s
+
+
+def test_the_ratio_rises_with_the_share_waited_for_clipped_and_falls_without_a_floor():
+    ctl = ElasticController("default", 0.3, cycle_groups=100)
+    ctl.collected(5.0, 5)
+    ctl.after_push()
+    assert ctl.ratio == pytest.approx(0.3 + 0.05)
+    ctl.collected(5.0, 1)
+    ctl.after_push()
+    assert ctl.ratio == pytest.approx(0.35 + RATIO_UP_MIN)
+    ctl.collected(50.0, 90)
+    ctl.after_push()
+    assert ctl.ratio == pytest.approx(0.37 + RATIO_UP_MAX)
+    for _ in range(30):
+        ctl.after_push()  # no wait: training is the bottleneck
+    assert ctl.ratio == pytest.approx(0.47 - 30 * RATIO_DOWN)
+    assert ctl.deactivate_wait_groups() <= 0  # verl sets no floor: the replicas leave at once
+    ctl.ratio = 0.99
+    ctl.collected(1.0, 50)
+    ctl.after_push()
+    assert ctl.ratio == 1.0
+
+
+def test_fixed_ratio_activates_while_the_queue_is_short_and_never_adapts():
+    ctl = ElasticController("fixed_ratio", 0.5, cycle_groups=10)
+    assert ctl.should_activate(produced=14, expected=10)["activate"]
+    assert not ctl.should_activate(produced=15, expected=10)["activate"]
+    ctl.collected(100.0, 10)
+    ctl.after_push()
+    assert ctl.ratio == 0.5
+
+
+def test_static_never_activates_and_waits_for_nothing():
+    ctl = ElasticController("static_fully_async", 0.3, cycle_groups=10)
+    assert ctl.deactivate_wait_groups() == 0
+    assert not ctl.should_activate(produced=0, expected=10)["activate"]
+
+
+# ---------------------------------------------------------------- the knobs
+
+
+@pytest.mark.parametrize(("path", "overrides", "where"), [
+    (REPLAY, ["schedule.max_off_policy_threshold=0"], "schedule.max_off_policy_threshold"),
+    (REPLAY, ["schedule.max_off_policy_threshold=1.5"], "schedule.max_off_policy_threshold"),
+    (REPLAY, ["schedule.replay_buffer.filter_prob=1"], "schedule.replay_buffer.filter_prob"),
+    (REPLAY, ["schedule.replay_buffer.capacity=4"], "schedule.replay_buffer.capacity"),
+])
+def test_bad_knobs_are_refused_in_one_line(path, overrides, where):
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path, overrides)
+    assert where in str(err.value)
+
+
+def test_the_replay_buffer_admits_by_the_prefetch_window_and_bounds_staleness_by_the_span():
+    spec = load_scenario(REPLAY).schedule
+    assert spec.admission_bound == Staleness(1, VERSIONS)  # num_warmup_batches: 1
+    assert spec.staleness_bound == Staleness(1, VERSIONS)  # a span of 2 versions: 1 behind
+    off = load_scenario(REPLAY, ["schedule.replay_buffer=null"]).schedule
+    assert off.admission_bound == off.staleness_bound == Staleness(2, VERSIONS)  # rlsim's rule without it
+
+
+
+@pytest.mark.parametrize(("overrides", "where"), [
+    (["schedule.resplit={}"], "schedule.elastic"),
+    (["schedule.elastic.deactivate_ratio=0"], "schedule.elastic.deactivate_ratio"),
+    (["schedule.elastic.policy=greedy"], "schedule.elastic.policy"),
+    # 6 trainer GPUs do not divide into TP4 engines
+    (["cluster.pools.train.gpus_per_node=3", "roles.rollout.parallel.tp=4"], "schedule.elastic"),
+])
+def test_bad_elastic_knobs_are_refused_in_one_line(overrides, where):
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(ELASTIC, overrides)
+    assert where in str(err.value)
