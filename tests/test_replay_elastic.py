@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from import_helpers import assert_complete, fetch_wheel, refused_in_one_line
+from typer.testing import CliRunner
 
 from rlsim.sim.results.lifecycle import COMPLETED, DROPPED, FAILED, Reason, advance
 from rlsim.sim.scenario.errors import ScenarioError
@@ -32,6 +34,8 @@ from rlsim.sim.schedules.replay_buffer import (  # noqa: I001
     ReplayBufferRule,
 )
 from rlsim.sim.staleness import VERSIONS, Staleness
+from rlsim.tools.cli import app
+from rlsim.tools.importers.command import run_import
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "scenarios/async/verl-v1-replay-buffer.yaml"
@@ -232,3 +236,53 @@ def test_bad_elastic_knobs_are_refused_in_one_line(overrides, where):
     with pytest.raises(ScenarioError) as err:
         load_scenario(ELASTIC, overrides)
     assert where in str(err.value)
+
+
+# ---------------------------------------------------------------- `rlsim import verl`
+
+
+@pytest.fixture(scope="module")
+def verl_root() -> Path:
+    return fetch_wheel("verl", "0.9.1")
+
+
+def test_import_maps_verl_v1s_replay_buffer(verl_root):
+    imported = run_import("verl", verl_root / "verl" / "trainer" / "config" / "ppo_trainer.yaml", [
+        "actor_rollout_ref.rollout.name=vllm", "trainer.use_v1=true", "trainer.v1.trainer_mode=separate_async",
+        "actor_rollout_ref.rollout.nnodes=1", "actor_rollout_ref.rollout.n_gpus_per_node=4",
+        "trainer.v1.separate_async.parameter_sync_step=1", "data.train_batch_size=256",
+        "algorithm.filter_groups.enable=true",
+        "trainer.v1.separate_async.num_warmup_batches=2"])
+    sched, ledger = imported.scenario.schedule, imported.ledger
+    assert sched.replay_buffer.num_warmup_batches == 2 and sched.replay_buffer.filter_prob == 0.3
+    assert sched.max_off_policy_threshold == 8  # verl's default
+    assert ledger.used["trainer.v1.sampler.max_off_policy_strategy"].startswith("schedule.replay_buffer")
+    assert any("all equal" in a.what and a.value == 0.3 for a in ledger.assumed)
+    assert_complete(ledger)
+
+
+def test_import_refuses_the_wait_strategy_in_one_line(verl_root):
+    config = verl_root / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    line = refused_in_one_line(CliRunner(), app, "verl", config, [
+        "actor_rollout_ref.rollout.name=vllm", "trainer.use_v1=true", "trainer.v1.trainer_mode=colocate_async",
+        "trainer.v1.sampler.max_off_policy_strategy=wait"])
+    assert "max_off_policy_strategy" in line and "not modelled" in line
+
+
+def test_import_maps_fully_asyncs_dynamic_resource_scheduling(verl_root):
+    cfg = verl_root / "verl" / "experimental" / "fully_async_policy" / "config" / "fully_async_ppo_trainer.yaml"
+    imported = run_import("verl", cfg, [
+        "actor_rollout_ref.rollout.name=vllm", "data.train_batch_size=0",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=32", "async_training.use_dynamic_resource_scheduling=true", "async_training.dynamic_schedule_deactivate_ratio=0.5",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+        "actor_rollout_ref.rollout.standalone_gpu_memory_utilization=0.85"])
+    scn, ledger = imported.scenario, imported.ledger
+    el = scn.schedule.elastic
+    assert (el.policy, el.deactivate_ratio, el.rebalance, el.gpu_memory_utilization) == ("default", 0.5, True, 0.4)
+    assert scn.roles["rollout"].engine.gpu_memory_utilization == 0.85  # the standalone replicas'
+    assert "async_training.dynamic_schedule_policy" in ledger.used
+    assert_complete(ledger)
+    off = run_import("verl", cfg, ["actor_rollout_ref.rollout.name=vllm", "data.train_batch_size=0",
+                                   "actor_rollout_ref.actor.ppo_mini_batch_size=32"])
+    assert off.scenario.schedule.elastic is None
+    assert "async_training.dynamic_schedule_deactivate_ratio" in off.ledger.ignored

@@ -17,6 +17,7 @@ from rlsim.tools.importers.loading import VERL_CONFIG_DIR, load_hydra_config, re
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
 from rlsim.tools.importers.verl_rollout_modes import rollout_modes
+from rlsim.tools.importers.verl_sampling import elastic
 from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule, v1_sync_step
 from rlsim.tools.importers.weight_sync import weight_sync_from_knobs
 
@@ -69,6 +70,8 @@ def import_verl(path: Path, overrides: list[str], *, model_config: Path | None =
     rollout = roles["rollout"]
     engines = _gpus(pools[gen_pool]) // (rollout["parallel"]["tp"] * rollout["parallel"]["pp"])
     schedule = _schedule(ledger, kind, max(1, engines))
+    if kind == "fully-async" and (dynamic := elastic(ledger, rollout["engine"])) is not None:
+        schedule["elastic"] = dynamic
     ignore_rest(ledger, kind)
     data = {"name": path.stem, "description": f"imported from verl config {path.name}", "steps": 3,
             "cluster": {"pools": pools}, "models": models, "roles": roles, "algorithm": algorithm,

@@ -83,7 +83,7 @@ def ignore_rest(ledger: Ledger, kind: str) -> None:
     """Ignore every leaf no mapping used, with the first matching reason."""
     if kind == "fully-async":
         ledger.ignore("rollout.n", "not read by verl fully_async (it reads actor_rollout_ref.rollout.n)")
-        ledger.ignore("async_training", "dynamic resource scheduling / trainer validation: not modelled")
+        ledger.ignore("async_training", "trainer-side validation: not modelled")
     for test, reason in RULES:
         ledger.ignore_matching(test, reason)
     ledger.finish(NOT_MODELLED)

@@ -3,7 +3,8 @@
 verl 0.9.1 (verl/trainer/config/ppo_trainer.yaml, trainer/ppo/v1/trainer_separate_async.py): colocate_async
 runs on the trainer's nodes; separate_async adds standalone rollout nodes sized by
 actor_rollout_ref.rollout.nnodes x n_gpus_per_node, and lends trainer GPUs per
-trainer.v1.separate_async.hybrid_rollout (HybridRolloutSwitchConfig).
+trainer.v1.separate_async.hybrid_rollout (HybridRolloutSwitchConfig). Both sample through verl's replay
+buffer (verl_sampling.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlsim.tools.importers.common import Ledger
+from rlsim.tools.importers.verl_sampling import replay_buffer
 
 V1 = "trainer.v1"
 R = "actor_rollout_ref.rollout"
@@ -57,6 +59,7 @@ def v1_schedule(ledger: Ledger, mode: str, schedule: dict[str, Any]) -> dict[str
     bound = ledger.use(f"{V1}.sampler.max_off_policy_threshold", "schedule.max_off_policy_threshold")
     if bound is not None:
         schedule["max_off_policy_threshold"] = bound
+    schedule["replay_buffer"] = replay_buffer(ledger, mode)
     if mode == "separate_async":
         lending = {}
         for key in SWITCH_KEYS:
