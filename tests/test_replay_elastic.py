@@ -273,8 +273,8 @@ def test_import_maps_fully_asyncs_dynamic_resource_scheduling(verl_root):
     cfg = verl_root / "verl" / "experimental" / "fully_async_policy" / "config" / "fully_async_ppo_trainer.yaml"
     imported = run_import("verl", cfg, [
         "actor_rollout_ref.rollout.name=vllm", "data.train_batch_size=0",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=32", "async_training.use_dynamic_resource_scheduling=true", "async_training.dynamic_schedule_deactivate_ratio=0.5",
-        "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=32", "async_training.use_dynamic_resource_scheduling=true",
+        "async_training.dynamic_schedule_deactivate_ratio=0.5", "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
         "actor_rollout_ref.rollout.standalone_gpu_memory_utilization=0.85"])
     scn, ledger = imported.scenario, imported.ledger
     el = scn.schedule.elastic
