@@ -59,6 +59,9 @@ CASES = {
          "roles.rollout.engine.speculative={k: 2, draft_cost: 0.1, acceptance: 0.6, acceptance_drop_per_version: 0.1, "
          "draft_refresh_versions: null}", *SMALL]),
     "fully-async-staleness-abort": ("scenarios/async/staleness-abort.yaml", ["steps=4", "warmup_steps=1"]),
+    # verl V1's replay buffer: evicted groups (stale, filtered, or with a failed trajectory) and their refills.
+    "verl-v1-replay-buffer": ("scenarios/async/verl-v1-replay-buffer.yaml", SMALL),
+    "agentic-verl-v1-replay-buffer": ("scenarios/async/verl-v1-replay-buffer.yaml", SMALL),
 }
 
 

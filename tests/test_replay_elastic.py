@@ -11,9 +11,11 @@ import pytest
 from import_helpers import assert_complete, fetch_wheel, refused_in_one_line
 from typer.testing import CliRunner
 
-from rlsim.sim.results.lifecycle import COMPLETED, DROPPED, FAILED, Reason, advance
+from rlsim.sim.engine.environment import SimEnvironment
+from rlsim.sim.results.lifecycle import COMPLETED, DROPPED, FAILED, TRAINED, Reason, advance
 from rlsim.sim.scenario.errors import ScenarioError
 from rlsim.sim.scenario.loader import load_scenario
+from rlsim.sim.schedules import build_schedule
 from rlsim.sim.schedules.elastic_replicas import (
     DEFAULT_SWITCH_COST_S,
     INITIAL_PER_GROUP_S,
@@ -33,6 +35,7 @@ from rlsim.sim.schedules.replay_buffer import (  # noqa: I001
     ReplayBufferExpiry,
     ReplayBufferRule,
 )
+from rlsim.sim.simulate import simulate
 from rlsim.sim.staleness import VERSIONS, Staleness
 from rlsim.tools.cli import app
 from rlsim.tools.importers.command import run_import
@@ -236,6 +239,54 @@ def test_bad_elastic_knobs_are_refused_in_one_line(overrides, where):
     with pytest.raises(ScenarioError) as err:
         load_scenario(ELASTIC, overrides)
     assert where in str(err.value)
+
+
+# ---------------------------------------------------------------- replay-buffer runs
+
+
+def _schedule_after(path: Path, *sets: str):
+    """A run's schedule object, after the run (its samples, with states and reasons, and its policies)."""
+    scn = load_scenario(path, list(sets))
+    env = SimEnvironment(scn.seed)
+    sched = build_schedule(scn, env)
+    env.run(until=env.process(sched.run()))
+    return sched
+
+
+def test_filtered_groups_are_evicted_whole_and_each_is_refilled_with_a_fresh_prompt():
+    sched = _schedule_after(REPLAY, "steps=4")
+    book = sched.expiry.book
+    filtered = {s.group.gid for s in sched.samples_all if s.reason == Reason.FILTERED}
+    assert book.evicted[FILTERED] == len(filtered) > 0
+    for gid in filtered:  # the whole group goes, none of it trained
+        assert all(s.state is DROPPED for s in sched.samples_all if s.group.gid == gid)
+    # About filter_prob of the groups that finished are evicted (0.3 in the scenario).
+    finished = {s.group.gid for s in sched.samples_all if s.group.closed}
+    assert 0.15 < len(filtered) / len(finished) < 0.45
+    # Each evicted group gave its slot to a fresh prompt: the groups started cover the trained, the evicted and
+    # those still in flight or queued at the end.
+    evicted = {s.group.gid for s in sched.samples_all if s.reason in (Reason.FILTERED, Reason.STALE)}
+    assert book.refilled == len(evicted)
+    trained = {s.group.gid for s in sched.samples_all if s.state is TRAINED}
+    assert len(trained) == (4 + 1) * sched.batch_groups  # steps + warm-up steps, full batches
+    assert not trained & evicted
+    assert sched.groups_started >= len(trained) + len(evicted)
+
+
+def test_no_trained_group_spans_more_versions_than_the_threshold():
+    for sets in ((), ("schedule.max_off_policy_threshold=1",)):
+        res = simulate(load_scenario(REPLAY, ["steps=4", *sets]))
+        trained = res.samples[res.samples["fate"] == "trained"]
+        threshold = 2 if not sets else 1
+        assert trained["staleness"].max() <= threshold - 1  # span = versions behind + 1
+    strict = _schedule_after(REPLAY, "steps=4", "schedule.max_off_policy_threshold=1")
+    assert strict.expiry.book.evicted[STALE] > 0 and min(strict.expiry.book.spans) == 2
+
+
+def test_without_the_filter_the_replay_buffer_evicts_nothing_at_a_loose_threshold():
+    sched = _schedule_after(REPLAY, "steps=3", "schedule.replay_buffer.filter_prob=0")
+    assert sum(sched.expiry.book.evicted.values()) == 0
+    assert not [s for s in sched.samples_all if s.state is DROPPED]
 
 
 # ---------------------------------------------------------------- `rlsim import verl`
