@@ -82,6 +82,19 @@ STEP_COLUMNS: dict[str, Column] = {c.name: c for c in (
     Column("resplit/trainer_gpus", "GPUs", LABEL, "online re-splitting: GPUs training after the step"),
     Column("resplit/rollout_gpus", "GPUs", LABEL, "online re-splitting: GPUs generating after the step"),
     Column("resplit/applied", "count", PER_STEP, "online re-splitting: 1 if the split changed after the step"),
+    Column("replay/evicted_stale", "groups", PER_STEP, "verl V1 replay buffer: groups evicted for spanning more "
+           "than max_off_policy_threshold weight versions"),
+    Column("replay/evicted_filtered", "groups", PER_STEP, "verl V1 replay buffer: groups evicted by the DAPO filter "
+           "(all rewards equal)"),
+    Column("replay/evicted_failed", "groups", PER_STEP, "verl V1 replay buffer: groups evicted for a failed "
+           "trajectory"),
+    Column("replay/refilled", "groups", PER_STEP, "verl V1 replay buffer: fresh prompts fed for evicted groups"),
+    Column("elastic/active", "count", LABEL, "elastic replicas: 1 if the trainer's GPUs generate after the step"),
+    Column("elastic/deactivate_ratio", "fraction", LABEL, "elastic replicas: the policy's deactivate_ratio after the "
+           "step"),
+    Column("elastic/benefit_s", "s", LABEL, "elastic replicas: the estimated wait the step's activation decision "
+           "weighed (0 when none was made)"),
+    Column("elastic/switch_cost_s", "s", LABEL, "elastic replicas: the switch cost it weighed against"),
     Column("trainer/idle_ratio", "fraction", LABEL, "share of the step the trainer waited for rollouts"),
 )}
 
