@@ -19,12 +19,17 @@ the ratio: if the trainer had to wait for groups not yet queued, up by that shar
 [0.02, 0.1], at most 1; otherwise down by 0.02 (verl sets no floor). `fixed_ratio` activates while the
 surplus is below the threshold and never adapts; `static_fully_async` never activates.
 
-`ElasticController` is that rule and its state, free of the event loop.
+`ElasticController` is that rule and its state, free of the event loop; `ElasticReplicas` applies it as a
+component of the asynchronous loop (schedules/loop_components.py), moving the engines that lending builds on
+the trainer's GPUs (schedules/lending.py).
 """
 
 from __future__ import annotations
 
 from typing import Literal
+
+from rlsim.sim.schedules.lending import Lending
+from rlsim.sim.schedules.loop_components import LoopComponent
 
 POLICIES = ("default", "fixed_ratio", "static_fully_async")
 DEFAULT_SWITCH_COST_S = 10.0  # verl default_policy.DEFAULT_SWITCH_THRESHOLD_S, before any switch is measured
@@ -111,3 +116,74 @@ class ElasticController:
             else:
                 self.ratio -= RATIO_DOWN
         self._waits, self._wait_groups, self._switch_s = [], [], 0.0
+
+
+class ElasticReplicas(LoopComponent):
+    """verl's dynamic resource scheduling as a component: it moves `lending`'s engines (asleep on the trainer's
+    GPUs) into generation at a weight push and out of it at the start of a trainer step. Plug it after lending."""
+
+    def __init__(self, loop, lending: Lending, spec):
+        self.loop, self.lending, self.spec = loop, lending, spec
+        self.controller = ElasticController(spec.policy, spec.deactivate_ratio, loop.batch_groups * loop.sync_every)
+        self.rebalanced = 0  # sequences moved by rebalances (their partial output kept)
+        self._missing = 0
+
+    def before_batch(self, loop, step: int, timing: dict):
+        """While active: wait for the threshold of queued groups, then send the GPUs back to training."""
+        ctl, env = self.controller, loop.env
+        if ctl.should_deactivate():
+            wait_from = env.now
+            yield from loop.until_buffered(ctl.deactivate_wait_groups())
+            timing["timing_s/wait_for_enough_samples"] = env.now - wait_from
+            start = env.now
+            for s in (yield from self.lending.put_to_sleep(self.lending.lendable)):
+                loop.submit(s)  # partial rollout: the sequence continues on a standalone engine
+            back = env.now
+            yield env.timeout(loop.switch_to_train_time())
+            loop.mark_busy("actor", "actor", "switch", back)
+            ctl.deactivated(env.now - start)
+            timing["timing_s/switch_to_trainer"] = env.now - start
+        self._missing = max(0, loop.batch_groups - len(loop.buffer))  # verl: not yet queued as collection starts
+
+    def after_batch(self, loop, step: int, timing: dict, batch):
+        self.controller.collected(timing["timing_s/wait_rollout"], self._missing)
+        yield from ()
+
+    def after_update(self, loop, step: int, timing: dict, batch, columns: dict):
+        """At a weight push (the loop's, just made): the policy's decision, the activation, the adaptation."""
+        ctl = self.controller
+        rec = {"benefit_s": None, "switch_cost_s": None}
+        if (step + 1) % loop.sync_every == 0:
+            # verl: groups produced so far against the version's groups times the versions pushed
+            rec = ctl.should_activate(loop.accepted_groups, ctl.cycle_groups * loop.syncs)
+            rec["time"] = loop.env.now
+            if rec["activate"]:
+                yield from self._activate(timing)
+            ctl.after_push()
+        columns.update({"elastic/active": int(ctl.active), "elastic/deactivate_ratio": ctl.ratio,
+                        "elastic/benefit_s": rec["benefit_s"] or 0.0,
+                        "elastic/switch_cost_s": rec["switch_cost_s"] or 0.0})
+
+    def _activate(self, timing: dict):
+        """The trainer's weights onto the hybrid replicas (the colocated switch), into the balancer; with rebalance,
+        every sample in flight on the standalone engines is aborted and placed again by least load."""
+        loop, env, lending = self.loop, self.loop.env, self.lending
+        start = env.now
+        yield env.timeout(loop.switch_to_generate_time())
+        loop.mark_busy("actor", "actor", "switch", start)
+        for e in lending.lendable:
+            e.resume(version=env.policy_version)
+            loop.balancer.wake(e)
+        if self.spec.rebalance:
+            engines = lending.standalone
+            yield env.all_of([e.pause() for e in engines])
+            moved = []
+            for e in engines:  # agents' turns stay where they run: only samples' own requests move
+                moved += loop.withdraw(e, [r for r in [*e.running, *e.waiting] if loop.serves_sample(r)])
+                e.resume(mode="keep")
+            self.rebalanced += len(moved)
+            for s in moved:
+                loop.submit(s)
+        loop.wake_rollout()
+        self.controller.activated(env.now - start)
+        timing["timing_s/switch_to_rollout"] = env.now - start

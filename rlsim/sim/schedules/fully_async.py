@@ -19,7 +19,9 @@ import math
 from rlsim.sim.results.lifecycle import Reason
 from rlsim.sim.scenario.schema import SwitchSpec
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
+from rlsim.sim.schedules.elastic_replicas import ElasticReplicas
 from rlsim.sim.schedules.groups import Group
+from rlsim.sim.schedules.lending import Lending
 from rlsim.sim.schedules.replay_buffer import ReplayBufferExpiry, ReplayBufferRule
 from rlsim.sim.schedules.resplit import plug_gpu_moves
 from rlsim.sim.schedules.rollout_policies import (
@@ -164,3 +166,7 @@ class FullyAsyncSchedule(AsyncRolloutSchedule):
         self.lending = self.resplit = None
         if self.spec.resplit is not None:  # re-splitting: engines on the trainer's GPUs, moved by the planner
             self.lending, self.resplit = plug_gpu_moves(self, False, SwitchSpec(), self.spec.resplit)
+        self.elastic = None
+        if (elastic := self.spec.elastic) is not None:  # verl's dynamic resource scheduling: the same engines
+            self.lending = self.plug(Lending(self, False, SwitchSpec(), True, elastic.gpu_memory_utilization))
+            self.elastic = self.plug(ElasticReplicas(self, self.lending, elastic))

@@ -29,10 +29,13 @@ from rlsim.sim.schedules.loop_components import LoopComponent
 POLL_INTERVAL_S = 2.0  # a wait longer than verl's replay-buffer poll interval counts as idle (trainer_separate_async)
 
 
-def build_lendable(scn, env) -> list:
-    """Sleeping engines on the trainer's GPUs, of the rollout role's size and settings."""
+def build_lendable(scn, env, memory: float | None = None) -> list:
+    """Sleeping engines on the trainer's GPUs, of the rollout role's size and settings (`memory`: their own
+    gpu_memory_utilization instead of the rollout engine's)."""
     actor, rollout = scn.roles["actor"], scn.roles["rollout"]
     eng = rollout.engine
+    if memory is not None:
+        eng = eng.model_copy(update={"gpu_memory_utilization": memory})
     hw, model, tp = role_hardware(scn, actor), eng.shape(scn.models[rollout.model]), rollout.parallel.tp
     capacity = eng.kv_capacity(model, hw, tp)
     shared: dict = {}
@@ -50,13 +53,13 @@ class Lending(LoopComponent):
     `switch` (hybrid_rollout) holds verl's rule; lending decisions run only with `switch.enable_switch`.
     """
 
-    def __init__(self, loop, colocated: bool, switch: SwitchSpec, build: bool):
+    def __init__(self, loop, colocated: bool, switch: SwitchSpec, build: bool, memory: float | None = None):
         self.loop, self.colocated, self.switch = loop, colocated, switch
         if colocated:
             self.standalone, self.lendable = [], list(loop.engines)
         else:
             self.standalone = list(loop.engines)
-            self.lendable = build_lendable(loop.scenario, loop.env) if build else []
+            self.lendable = build_lendable(loop.scenario, loop.env, memory) if build else []
             loop.engines.extend(self.lendable)
             loop.balancer.add(self.lendable, awake=False)
         for e in self.lendable:  # engines on the trainer's GPUs take work only while lent (awake)

@@ -16,7 +16,8 @@ finished group is all-equal with probability `filter_prob`, drawn once when the 
 at it (verl classifies a finished group once and caches it).
 
 `ReplayBufferRule` and `ReplayBufferBook` are the rule and its counts, free of the event loop;
-`ReplayBufferExpiry` applies them as the loop's expiry policy (schedules/rollout_policies.py).
+`ReplayBufferExpiry` applies them as the loop's expiry policy (schedules/rollout_policies.py), and the
+`ReplayBufferColumns` component reports them per step (schedules/loop_components.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from rlsim.sim.results.lifecycle import COMPLETED, Reason
 from rlsim.sim.schedules.groups import Group
+from rlsim.sim.schedules.loop_components import LoopComponent
 from rlsim.sim.staleness import VERSIONS
 
 STALE, FILTERED, FAILED = "stale", "filtered", "failed"  # verl's metrics: off_policy, filter_groups, rollout_failure
@@ -122,3 +124,14 @@ class ReplayBufferExpiry:
         if len(keep) < len(new):
             r.wake_rollout()
         return keep
+
+
+class ReplayBufferColumns(LoopComponent):
+    """The step columns of the replay buffer's evictions and refills."""
+
+    def __init__(self, book: ReplayBufferBook):
+        self.book = book
+
+    def after_update(self, loop, step: int, timing: dict, batch, columns: dict):
+        columns.update(self.book.step_columns())
+        yield from ()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rlsim.sim.schedules.async_rollout import AsyncRolloutSchedule
 from rlsim.sim.schedules.fully_async import fully_async_policies
+from rlsim.sim.schedules.replay_buffer import ReplayBufferColumns
 from rlsim.sim.schedules.resplit import plug_gpu_moves
 
 
@@ -20,3 +21,5 @@ class VerlV1Schedule(AsyncRolloutSchedule):
         spec = self.spec
         self.lending, self.resplit = plug_gpu_moves(self, spec.trainer_mode == "colocate_async",
                                                     spec.hybrid_rollout, spec.resplit)
+        if spec.replay_buffer is not None:  # the expiry policy is verl's replay buffer: report its evictions
+            self.plug(ReplayBufferColumns(self.expiry.book))
