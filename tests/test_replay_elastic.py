@@ -12,7 +12,7 @@ from import_helpers import assert_complete, fetch_wheel, refused_in_one_line
 from typer.testing import CliRunner
 
 from rlsim.sim.engine.environment import SimEnvironment
-from rlsim.sim.results.lifecycle import COMPLETED, DROPPED, FAILED, TRAINED, Reason, advance
+from rlsim.sim.results.lifecycle import ABORTED, COMPLETED, DROPPED, FAILED, TRAINED, Reason, advance
 from rlsim.sim.scenario.errors import ScenarioError
 from rlsim.sim.scenario.loader import load_scenario
 from rlsim.sim.schedules import build_schedule
@@ -337,3 +337,52 @@ def test_import_maps_fully_asyncs_dynamic_resource_scheduling(verl_root):
                                    "actor_rollout_ref.actor.ppo_mini_batch_size=32"])
     assert off.scenario.schedule.elastic is None
     assert "async_training.dynamic_schedule_deactivate_ratio" in off.ledger.ignored
+
+
+# ---------------------------------------------------------------- elastic runs
+
+
+def test_elastic_replicas_shorten_the_run_and_generate_only_while_the_trainer_does_not_train():
+    sched = _schedule_after(ELASTIC)
+    off = _schedule_after(ELASTIC, "schedule.elastic=null")
+    assert sched.collector.step_rows[-1]["end_s"] < 0.85 * off.collector.step_rows[-1]["end_s"]
+    tl = sched.env.ledger.to_frame()
+    lent = tl[tl["gpu_group"].str.startswith("lent-") & (tl["phase"] == "generate")]
+    trainer = tl[(tl["gpu_group"] == "actor") & tl["phase"].isin(["train", "forward"])]
+    assert len(lent) and len(trainer)
+    for _, t in trainer.iterrows():  # the trainer's GPUs never train and generate at once
+        assert not ((lent["start_s"] < t["end_s"] - 1e-9) & (lent["end_s"] > t["start_s"] + 1e-9)).any()
+    assert not off.env.ledger.to_frame()["gpu_group"].str.startswith("lent-").any()
+
+
+def test_every_activation_follows_verls_default_rule_and_the_ratio_adapts():
+    sched = _schedule_after(ELASTIC)
+    ctl = sched.elastic.controller
+    assert len(ctl.log) == sched.total_steps  # one decision per weight push (one push per step here)
+    for rec in ctl.log:
+        if rec["gap_groups"] <= 0:
+            assert not rec["activate"]
+        else:
+            assert rec["activate"] == (rec["benefit_s"] > rec["switch_cost_s"])
+    assert ctl.log[0]["switch_cost_s"] == DEFAULT_SWITCH_COST_S  # nothing measured before the first push
+    assert ctl.overheads and all(o > 0 for o in ctl.overheads)  # then each cycle's measured switches
+    steps = sched.collector.step_rows
+    ratios = [r["elastic/deactivate_ratio"] for r in steps]
+    assert ratios[0] != 0.3 and all(abs(b - a) <= RATIO_UP_MAX + 1e-9 for a, b in zip(ratios, ratios[1:]))
+
+
+def test_elastic_moves_lose_no_sample_and_keep_partial_output():
+    sched = _schedule_after(ELASTIC)
+    assert sched.lending.moved > 0 and sched.elastic.rebalanced > 0
+    for s in sched.samples_all:
+        if s.state in (ABORTED, DROPPED):
+            assert s.reason == Reason.END_OF_RUN, (s.sid, s.reason)
+        if s.finished and s.state in (COMPLETED, TRAINED):
+            assert s.generated == s.response_tokens and sum(s.version_tokens.values()) == s.generated
+
+
+def test_static_policy_never_wakes_the_replicas_and_the_run_is_the_baseline():
+    static = _schedule_after(ELASTIC, "schedule.elastic.policy=static_fully_async")
+    off = _schedule_after(ELASTIC, "schedule.elastic=null")
+    assert not static.elastic.controller.active
+    assert [r["end_s"] for r in static.collector.step_rows] == [r["end_s"] for r in off.collector.step_rows]

@@ -68,7 +68,8 @@ class VerlAdmission:
 
     verl 0.9.1 verl/experimental/fully_async_policy/fully_async_rollouter.py: max_required_samples =
     int(required_samples x (staleness_threshold + 1) x trigger_parameter_sync_step), the queue holds
-    max_required_samples, and max_concurrent_samples = min(replicas x 16, max_required_samples).
+    max_required_samples, and max_concurrent_samples = min(active replicas x 16, max_required_samples)
+    (replicas asleep on the trainer's GPUs do not count: _update_max_concurrent_samples).
     """
 
     def __init__(self, admit_unit: int, staleness_threshold: float, max_concurrent: int | None):
@@ -82,7 +83,7 @@ class VerlAdmission:
             return 0
         if len(r.buffer) >= self.max_required:
             return 0
-        conc = self.max_concurrent or min(16 * len(r.engines), self.max_required)
+        conc = self.max_concurrent or min(16 * len(r.balancer.awake), self.max_required)  # active replicas
         return max(0, min(self.max_required - self.staleness_samples, conc - r.running_groups))
 
     def launched(self, r) -> None:
