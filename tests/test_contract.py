@@ -62,6 +62,11 @@ CASES = {
     # verl V1's replay buffer: evicted groups (stale, filtered, or with a failed trajectory) and their refills.
     "verl-v1-replay-buffer": ("scenarios/async/verl-v1-replay-buffer.yaml", SMALL),
     "agentic-verl-v1-replay-buffer": ("scenarios/async/verl-v1-replay-buffer.yaml", SMALL),
+    # Elastic hybrid replicas (verl fully_async's dynamic resource scheduling): engines on the actor's GPUs
+    # woken at a push, put to sleep at the start of a step, rebalancing what runs.
+    "fully-async-elastic": ("scenarios/async/elastic-hybrid-replicas.yaml", SMALL),
+    "agentic-fully-async-elastic": ("scenarios/async/elastic-hybrid-replicas.yaml",  # turns re-prefill at a push
+                                    ["schedule.partial_rollout=null", "schedule.interrupt=recompute", *SMALL]),
 }
 
 

@@ -368,7 +368,7 @@ def test_every_activation_follows_verls_default_rule_and_the_ratio_adapts():
     assert ctl.overheads and all(o > 0 for o in ctl.overheads)  # then each cycle's measured switches
     steps = sched.collector.step_rows
     ratios = [r["elastic/deactivate_ratio"] for r in steps]
-    assert ratios[0] != 0.3 and all(abs(b - a) <= RATIO_UP_MAX + 1e-9 for a, b in zip(ratios, ratios[1:]))
+    assert ratios[0] != 0.3 and all(abs(b - a) <= RATIO_UP_MAX + 1e-9 for a, b in zip(ratios, ratios[1:], strict=False))
 
 
 def test_elastic_moves_lose_no_sample_and_keep_partial_output():
