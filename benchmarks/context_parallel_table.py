@@ -15,9 +15,9 @@ VARIANTS = {
     "cp 1": [f"{A}.cp=1", f"{A}.cp_dynamic=false"],
     "ring cp 2": [f"{A}.cp=2", f"{A}.cp_dynamic=false"],
     "ulysses cp 2": [f"{A}.cp=2", f"{A}.cp_dynamic=false", f"{A}.cp_kind=ulysses"],
-    "ring cp 4": [f"{A}.cp_dynamic=false"],
-    "ulysses cp 4": [f"{A}.cp_dynamic=false", f"{A}.cp_kind=ulysses"],
-    "dynamic ring, cp up to 4": [],
+    "ring cp 4": [f"{A}.cp=4", f"{A}.cp_dynamic=false"],
+    "ulysses cp 4": [f"{A}.cp=4", f"{A}.cp_dynamic=false", f"{A}.cp_kind=ulysses"],
+    "dynamic ring over the 16 GPUs (the scenario)": [],
 }
 
 

@@ -245,10 +245,10 @@ def cp_rank_busy(train: bool, mfu: float | None, model, hw, rank, tp: int, pp: i
     among those that fit, run side by side on the cp GPUs (`dynamic_group_time`). `mfu` set (an override): each
     micro-batch's FLOPs at it over its GPUs, the ring's exchange hidden behind its attention FLOPs at the same MFU.
     """
-    bw = cp_bandwidth(hw, tp, cp.cp, gpus_per_node)
     lora = adapters if (train and adapters is not None) else None
 
     def price(lens: np.ndarray, c: int, n: int) -> float:
+        bw = cp_bandwidth(hw, tp, c, gpus_per_node)  # a degree-c group spans tp x c adjacent GPUs
         lens = np.asarray(lens, dtype=np.float64)
         tokens, sq = float(lens.sum()), float(np.square(lens).sum())
         if mfu is None:

@@ -151,9 +151,14 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
         if role.model in scn.models and (why := scn.layout(name).context_problem(scn.models[role.model].heads)):
             problems.append(Problem(f"{at}.parallel.cp", f"{why}, got {cp}"))
             ok = False
-        if role.parallel.cp_dynamic and cp <= 1:
-            problems.append(Problem(f"{at}.parallel.cp_dynamic", "needs parallel.cp > 1, the largest degree a "
-                                    "micro-batch may take"))
+        if role.parallel.cp_dynamic and (cp < 2 or cp % 2):
+            problems.append(Problem(f"{at}.parallel.cp_dynamic", f"needs an even parallel.cp of at least 2 (the "
+                                    f"GPUs a micro-batch's group is drawn from; verl requires an even data x context "
+                                    f"parallel size), got {cp}"))
+            ok = False
+        if cp > 1 and name == "actor" and getattr(scn.schedule, "resplit", None) is not None:
+            problems.append(Problem(f"{at}.parallel.cp", f"online re-splitting moves trainer GPUs a model replica at "
+                                    f"a time; with context parallelism ({cp}) it is not modelled: set cp to 1"))
             ok = False
         if role.engine is not None and pp > 1:
             problems.append(Problem(f"{at}.parallel.pp", f"must be 1 for an engine role, got {pp}: rlsim models an "

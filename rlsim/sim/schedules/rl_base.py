@@ -256,7 +256,7 @@ class RLSchedule(Schedule):
         adapters = update_kwargs(scn.models[r.model], self.lora)["adapters"] if (
             train and self.lora is not None and role == "actor") else None
         flops = pass_model_flops(scn.models[r.model], seq_lens, train, scn.algorithm.epochs if train else 1, adapters)
-        gpus = scn.layout(role).gpus
+        gpus = scn.layout(role).rank_gpus * self.dp_size(role)
         return flops / (seconds * gpus * role_hardware(scn, r).peak_flops)
 
     def first_step_bound_s(self) -> float:
