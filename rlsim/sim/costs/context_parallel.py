@@ -1,5 +1,5 @@
-"""Context parallelism in training and forward passes: each micro-batch's sequences split over cp GPUs (docs/long-context.md,
-"Context parallelism"; docs/sources.md, "Context parallelism").
+"""Context parallelism in training and forward passes: each micro-batch's sequences split over cp GPUs
+(docs/long-context.md, "Context parallelism"; docs/sources.md, "Context parallelism").
 
 Both kinds give every GPU of a cp group 1/cp of each micro-batch's tokens, so the linear layers, the memory-bound
 operators, the tensor-parallel all-reduces and the log-prob passes run on tokens / cp per GPU, and causal attention's

@@ -358,7 +358,8 @@ def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_toke
     fsdp = t.sharding == "fsdp"
     cp = role.parallel.cp  # sequences split over cp GPUs; the state sharded over dp x cp (costs/layout.py)
     return training_memory_per_gpu(
-        model, hw, role.parallel.tp, role.parallel.pp, dp * cp, max(t.ppo_max_token_len_per_gpu, -(-max_seq_tokens // cp)),
+        model, hw, role.parallel.tp, role.parallel.pp, dp * cp,
+        max(t.ppo_max_token_len_per_gpu, -(-max_seq_tokens // cp)),
         shard_optimizer=True, shard_grads=fsdp, shard_params=fsdp,
         grad_bytes=4.0 if t.grad_reduce_dtype == "fp32" else 2.0,
         activation_checkpointing=t.activation_checkpointing, ep=role.parallel.ep,
