@@ -59,6 +59,11 @@ CASES = {
          "roles.rollout.engine.speculative={k: 2, draft_cost: 0.1, acceptance: 0.6, acceptance_drop_per_version: 0.1, "
          "draft_refresh_versions: null}", *SMALL]),
     "fully-async-staleness-abort": ("scenarios/async/staleness-abort.yaml", ["steps=4", "warmup_steps=1"]),
+    # Context parallelism (docs/long-context.md): dynamic over the whole group, and static Ulysses.
+    "hybridflow-dynamic-cp": ("scenarios/sync/long-context-dynamic-cp.yaml", SMALL),
+    "hybridflow-ulysses-cp": ("scenarios/sync/long-context-dynamic-cp.yaml",
+                              ["roles.actor.parallel.cp=4", "roles.actor.parallel.cp_dynamic=false",
+                               "roles.actor.parallel.cp_kind=ulysses", *SMALL]),
 }
 
 

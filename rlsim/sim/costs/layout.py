@@ -101,8 +101,9 @@ class ParallelLayout:
 
     @property
     def stage_ranks(self) -> int:
-        """GPUs of one pipeline stage over every replica: tp x dp (Megatron's expert layout spans them)."""
-        return self.tp * self.dp
+        """GPUs of one pipeline stage over every replica: tp x cp x dp (Megatron's expert layout spans them: its MoE
+        parallel folding forms expert groups over the context-parallel ranks too)."""
+        return self.tp * self.cp * self.dp
 
     # ---------------------------------------------------------------- experts
 
