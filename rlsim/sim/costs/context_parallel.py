@@ -18,16 +18,16 @@ every rank gets the same share of the causal triangle). What differs is the exch
   heads / cp. The all-to-alls are on the critical path (not overlapped). K and V heads fewer than cp are repeated to
   cp (verl repeats them), and the heads must divide by tp x cp.
 
-**Dynamic context parallelism** (verl Megatron `dynamic_context_parallel`, REFERENCE §16): the degree is chosen per
-micro-batch from its lengths instead of one static degree for the longest sequence. verl 0.9.1 hands the whole
-data x context parallel group (all GPUs over tp x pp) to Megatron-Core's scheduler with a token budget per rank
-(`max_seqlen_per_dp_cp_rank`); a sequence needs at least its length over the budget ranks, and each group of ranks
-is contiguous and aligned to its size (`verl/utils/dynamic_cp_scheduler.py`). rlsim packs a rank's sequences into
-micro-batches of at most `ppo_max_token_len_per_gpu` tokens (a longer sequence alone), gives each the degree among
-the powers of two dividing `cp` whose tokens per GPU fit the budget and that costs the group the least GPU time
-(degree x seconds), and lets the cp GPUs run micro-batches side by side: the group is busy for its GPU time over cp,
-or for its longest micro-batch if that is longer (assumed ideal packing: Megatron-Core's scheduler is not in verl's
-wheel; docs/long-context.md says what would settle it).
+**Dynamic context parallelism** (verl Megatron `dynamic_context_parallel`; docs/sources.md, "Context
+parallelism"): the degree is chosen per micro-batch from its lengths instead of one static degree for the longest
+sequence. verl 0.9.1 hands the whole data x context parallel group (all GPUs over tp x pp) to Megatron-Core's
+scheduler with a token budget per rank (`max_seqlen_per_dp_cp_rank`); a sequence needs at least its length over the
+budget ranks, and each group of ranks is contiguous and aligned to its size (`verl/utils/dynamic_cp_scheduler.py`).
+rlsim packs a rank's sequences into micro-batches of at most `ppo_max_token_len_per_gpu` tokens (a longer sequence
+alone), gives each the degree among the powers of two dividing `cp` whose tokens per GPU fit the budget and that
+costs the group the least GPU time (degree x seconds), and lets the cp GPUs run micro-batches side by side: the
+group is busy for its GPU time over cp, or for its longest micro-batch if that is longer (assumed ideal packing:
+Megatron-Core's scheduler is not in verl's wheel; docs/long-context.md says what would settle it).
 """
 
 from __future__ import annotations
