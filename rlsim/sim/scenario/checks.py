@@ -148,17 +148,8 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
                 )
             )
             ok = False
-        if role.model in scn.models and (why := scn.layout(name).context_problem(scn.models[role.model].heads)):
-            problems.append(Problem(f"{at}.parallel.cp", f"{why}, got {cp}"))
-            ok = False
-        if role.parallel.cp_dynamic and (cp < 2 or cp % 2):
-            problems.append(Problem(f"{at}.parallel.cp_dynamic", f"needs an even parallel.cp of at least 2 (the "
-                                    f"GPUs a micro-batch's group is drawn from; verl requires an even data x context "
-                                    f"parallel size), got {cp}"))
-            ok = False
-        if cp > 1 and name == "actor" and getattr(scn.schedule, "resplit", None) is not None:
-            problems.append(Problem(f"{at}.parallel.cp", f"online re-splitting moves trainer GPUs a model replica at "
-                                    f"a time; with context parallelism ({cp}) it is not modelled: set cp to 1"))
+        if cp_problems := _context_parallel_problems(scn, name):
+            problems += cp_problems
             ok = False
         if role.engine is not None and pp > 1:
             problems.append(Problem(f"{at}.parallel.pp", f"must be 1 for an engine role, got {pp}: rlsim models an "
@@ -171,6 +162,24 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
         if ok:
             sound.add(name)
     return sound
+
+
+def _context_parallel_problems(scn: Scenario, name: str) -> list[Problem]:
+    """`parallel.cp` > 1 or `cp_dynamic`: a training or forward role whose sequences can be split that way
+    (costs/layout.ParallelLayout.context_problem), an even group for dynamic CP (verl's rule), no online re-split."""
+    role = scn.roles[name]
+    cp, at = role.parallel.cp, f"roles.{name}.parallel"
+    problems = []
+    if role.model in scn.models and (why := scn.layout(name).context_problem(scn.models[role.model].heads)):
+        problems.append(Problem(f"{at}.cp", f"{why}, got {cp}"))
+    if role.parallel.cp_dynamic and (cp < 2 or cp % 2):
+        problems.append(Problem(f"{at}.cp_dynamic", f"needs an even parallel.cp of at least 2 (the GPUs a "
+                                f"micro-batch's group is drawn from; verl requires an even data x context parallel "
+                                f"size), got {cp}"))
+    if cp > 1 and name == "actor" and getattr(scn.schedule, "resplit", None) is not None:
+        problems.append(Problem(f"{at}.cp", f"online re-splitting moves trainer GPUs a model replica at a time; with "
+                                f"context parallelism ({cp}) it is not modelled: set cp to 1"))
+    return problems
 
 
 def _expert_parallel_problems(scn: Scenario, name: str) -> list[Problem]:
