@@ -140,6 +140,7 @@ class ParallelLayout:
                 return f"must divide the engine's tp ({self.tp}): experts are sharded over the engine's GPUs"
             return ""
         if self.stage_ranks % self.expert_group:
-            return (f"must divide tp × dp ({self.stage_ranks}): experts are sharded over the data- and "
+            ranks = "tp × cp × dp" if self.cp > 1 else "tp × dp"
+            return (f"must divide {ranks} ({self.stage_ranks}): experts are sharded over the data- and "
                     "tensor-parallel ranks")
         return ""
