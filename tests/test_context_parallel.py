@@ -225,6 +225,7 @@ def test_shipped_scenario_dynamic_cp_trains_faster_than_static_and_none():
     ([f"{A}.cp=1"], "roles.actor.parallel.cp_dynamic: needs an even parallel.cp of at least 2"),
     (["roles.rollout.parallel.cp=2"], "roles.rollout.parallel.cp: must be 1 for an engine role"),
     ([f"{A}.cp=4", f"{A}.dp=2", f"{A}.cp_dynamic=false"], "roles.actor.parallel.dp: tp × pp × cp × dp"),
+    (["roles.actor.train.packing=padded"], "roles.actor.parallel.cp: context parallelism (16) splits packed"),
 ])
 def test_invalid_context_parallelism_exits_2_with_one_line(overrides, needle):
     args = ["validate", str(SCENARIO)]

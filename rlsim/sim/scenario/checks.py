@@ -176,6 +176,10 @@ def _context_parallel_problems(scn: Scenario, name: str) -> list[Problem]:
         problems.append(Problem(f"{at}.cp_dynamic", f"needs an even parallel.cp of at least 2 (the GPUs a "
                                 f"micro-batch's group is drawn from; verl requires an even data x context parallel "
                                 f"size), got {cp}"))
+    if cp > 1 and role.train.packing == "padded":
+        problems.append(Problem(f"{at}.cp", f"context parallelism ({cp}) splits packed, unpadded sequences "
+                                "(verl requires use_remove_padding for Ulysses and dynamic CP): set train.packing "
+                                "to dynamic"))
     if cp > 1 and name == "actor" and getattr(scn.schedule, "resplit", None) is not None:
         problems.append(Problem(f"{at}.cp", f"online re-splitting moves trainer GPUs a model replica at a time; with "
                                 f"context parallelism ({cp}) it is not modelled: set cp to 1"))
