@@ -67,6 +67,11 @@ CASES = {
     "fully-async-elastic": ("scenarios/async/elastic-hybrid-replicas.yaml", SMALL),
     "agentic-fully-async-elastic": ("scenarios/async/elastic-hybrid-replicas.yaml",  # turns re-prefill at a push
                                     ["schedule.partial_rollout=null", "schedule.interrupt=recompute", *SMALL]),
+    # Context parallelism (docs/long-context.md): dynamic over the whole group, and static Ulysses.
+    "hybridflow-dynamic-cp": ("scenarios/sync/long-context-dynamic-cp.yaml", SMALL),
+    "hybridflow-ulysses-cp": ("scenarios/sync/long-context-dynamic-cp.yaml",
+                              ["roles.actor.parallel.cp=4", "roles.actor.parallel.cp_dynamic=false",
+                               "roles.actor.parallel.cp_kind=ulysses", *SMALL]),
 }
 
 

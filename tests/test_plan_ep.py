@@ -93,7 +93,7 @@ def test_an_moe_actor_that_does_not_fit_is_told_the_ep_that_would():
         "roles.actor: does not fit: needs 212.1 GB per GPU (weights 61.1, grads 122.1, optimizer 22.9, activations "
         "6.0) > 80.0 GB; fits with parallel.tp=4 or parallel.ep=8")
     assert reasons["tp1-pp1-ep4-optimizer"].endswith("fits with 32 GPUs for this role (data parallel 32) or "
-                                                     "parallel.tp=2 or parallel.ep=8")
+                                                     "parallel.tp=2 or parallel.cp=2 or parallel.ep=8")
     # a dense model is never offered an ep
     dense = yaml.safe_load((SCENARIOS / "plan" / "qwen32b-grpo-512x16.yaml").read_text())
     dense["roles"]["actor"]["train"]["sharding"] = "megatron"

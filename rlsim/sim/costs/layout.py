@@ -1,4 +1,4 @@
-"""How a role's GPUs are split: tensor, pipeline, data and expert parallelism, in one object.
+"""How a role's GPUs are split: tensor, pipeline, context, data and expert parallelism, in one object.
 
 Every "how many GPUs" rule reads a `ParallelLayout`: the memory check and the training costs (GPUs per
 replica, data-parallel ranks, how the experts are sharded), the colocated reshard (the expert group the
@@ -15,6 +15,11 @@ etp = 1 with ep >= tp). Why this rule and not another: it is the one layout both
 groups) and the engines (ep divides tp) can hold, and the only one under which the memory a GPU holds and
 the bytes a reshard gathers describe the same shard: the expert group is ep x etp GPUs, never max(tp, ep)
 (which counts 6 GPUs for tp 6 / ep 4 where Megatron puts whole experts on 4).
+
+Context parallelism (`cp`, a training or forward role) splits each micro-batch's sequences over cp GPUs that hold
+the same weights: a data-parallel rank is tp x pp x cp GPUs (`rank_gpus`), and the gradients and the sharded
+optimizer span dp x cp ranks (`weight_ranks`), as Megatron's distributed optimizer and verl's FSDP + Ulysses
+mesh do (costs/context_parallel.py).
 """
 
 from __future__ import annotations
@@ -35,13 +40,17 @@ class ParallelLayout:
     dp: int = 1
     ep: int = 1
     engine: bool = False
+    cp: int = 1
+    cp_kind: str = "ring"
+    cp_dynamic: bool = False
 
     @classmethod
     def of(cls, parallel, gpus: int, engine: bool = False) -> ParallelLayout:
-        """A role's layout from its `parallel` settings (tp, pp, ep, optional dp) on `gpus` GPUs."""
-        tp, pp = parallel.tp, parallel.pp
-        dp = parallel.dp if parallel.dp is not None else max(1, gpus // (tp * pp))
-        return cls(tp=tp, pp=pp, dp=dp, ep=parallel.ep, engine=engine)
+        """A role's layout from its `parallel` settings (tp, pp, cp, ep, optional dp) on `gpus` GPUs."""
+        tp, pp, cp = parallel.tp, parallel.pp, parallel.cp
+        dp = parallel.dp if parallel.dp is not None else max(1, gpus // (tp * pp * cp))
+        return cls(tp=tp, pp=pp, dp=dp, ep=parallel.ep, engine=engine, cp=cp, cp_kind=parallel.cp_kind,
+                   cp_dynamic=parallel.cp_dynamic)
 
     # ---------------------------------------------------------------- GPUs
 
@@ -52,7 +61,38 @@ class ParallelLayout:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def rank_gpus(self) -> int:
+        """GPUs of one data-parallel rank: a replica's tp x pp, times the cp GPUs its sequences are split over."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def weight_ranks(self) -> int:
+        """Ranks holding the same weight shard, over which gradients are reduced and the optimizer sharded: dp x cp."""
+        return self.dp * self.cp
+
+    @property
+    def context(self):
+        """The context parallelism the passes price (costs/context_parallel.ContextParallel), None without."""
+        if self.cp <= 1:
+            return None
+        from rlsim.sim.costs.context_parallel import ContextParallel
+
+        return ContextParallel(self.cp, self.cp_kind, self.cp_dynamic)
+
+    def context_problem(self, heads: int) -> str:
+        """Why this layout cannot split sequences over cp GPUs ('' when it can): engine roles have none; Ulysses
+        scatters the attention heads over the cp ranks, so the heads must divide by tp x cp."""
+        if self.cp <= 1:
+            return ""
+        if self.engine:
+            return "must be 1 for an engine role: rlsim prices context parallelism in training and forward passes"
+        if self.cp_kind == "ulysses" and heads % (self.tp * self.cp):
+            return (f"ulysses scatters the {heads} attention heads over tp × cp = {self.tp * self.cp} GPUs; "
+                    "they must divide evenly")
+        return ""
 
     @property
     def engine_gpus(self) -> int:
@@ -61,8 +101,9 @@ class ParallelLayout:
 
     @property
     def stage_ranks(self) -> int:
-        """GPUs of one pipeline stage over every replica: tp x dp (Megatron's expert layout spans them)."""
-        return self.tp * self.dp
+        """GPUs of one pipeline stage over every replica: tp x cp x dp (Megatron's expert layout spans them: its MoE
+        parallel folding forms expert groups over the context-parallel ranks too)."""
+        return self.tp * self.cp * self.dp
 
     # ---------------------------------------------------------------- experts
 
@@ -99,6 +140,7 @@ class ParallelLayout:
                 return f"must divide the engine's tp ({self.tp}): experts are sharded over the engine's GPUs"
             return ""
         if self.stage_ranks % self.expert_group:
-            return (f"must divide tp × dp ({self.stage_ranks}): experts are sharded over the data- and "
+            ranks = "tp × cp × dp" if self.cp > 1 else "tp × dp"
+            return (f"must divide {ranks} ({self.stage_ranks}): experts are sharded over the data- and "
                     "tensor-parallel ranks")
         return ""

@@ -190,11 +190,12 @@ class PhaseCosts:
                 overlap_grad_reduce=t.overlap_grad_reduce, shard_optimizer=True, gpus_per_node=self._gpn(role),
                 grad_bytes=t.grad_comm_bytes_per_param, opts=t.pass_options(phase, role),
                 balance_scope="batch" if t.long_context_costs else "mini_batch",
-                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, ep=layout.ep, **lora,
+                clip_grad_norm=t.clip_grad_norm and t.long_context_costs, ep=layout.ep, cp=layout.context, **lora,
             )
         return forward_pass_time(
             model, hw, seq_lens, layout.tp, layout.pp, self.dp_size(role), t.ppo_max_token_len_per_gpu,
             t.balance_batch, t.pass_options(phase, role), ep=layout.ep, gpus_per_node=self._gpn(role),
+            cp=layout.context,
         )
 
     def phase_mfu(self, phase: str, role: str, seq_lens: np.ndarray, seconds: float) -> float:
@@ -208,5 +209,5 @@ class PhaseCosts:
         model = scn.models[r.model]
         adapters = self._adapters(model) if train and self.lora is not None and role == "actor" else None
         flops = pass_model_flops(model, seq_lens, train, scn.algorithm.epochs if train else 1, adapters)
-        gpus = r.parallel.tp * r.parallel.pp * self.dp_size(role)
+        gpus = scn.layout(role).rank_gpus * self.dp_size(role)
         return flops / (seconds * gpus * self.hardware(role).peak_flops)

@@ -22,8 +22,19 @@ import math
 import numpy as np
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
+from rlsim.sim.costs.context_parallel import (
+    ContextParallel,
+    cp_bandwidth,
+    cp_pass_parts,
+    dynamic_group_time,
+    exchange_time,
+    exposed_exchange,
+    fitting_degrees,
+    pack_micro_batches,
+    pick_degree,
+)
 from rlsim.sim.costs.layout import ParallelLayout
-from rlsim.sim.costs.long_context import PLAIN, PassOptions, micro_batches, rank_parts
+from rlsim.sim.costs.long_context import PLAIN, PassOptions, attention_flops, micro_batches, rank_parts
 from rlsim.sim.costs.memory import expert_split
 from rlsim.sim.costs.moe import TrainingEP
 from rlsim.sim.costs.training_ops import OPTIMIZER_STEP_FIXED_S, rank_parts_ops
@@ -224,14 +235,60 @@ def rank_busy(train: bool, mfu: float | None, model, hw, rank, tp: int, pp: int,
     return compute, compute * (pipeline_bubble_factor(pp, micro_batches(rank, token_budget, opts)) - 1.0)
 
 
+def cp_rank_busy(train: bool, mfu: float | None, model, hw, rank, tp: int, pp: int, token_budget: int,
+                 opts: PassOptions, cp: ContextParallel, gpus_per_node: int, adapters: float | None = None,
+                 moe: TrainingEP | None = None) -> tuple[float, float]:
+    """(compute, pipeline bubble) of one data-parallel rank of tp x pp x cp GPUs (costs/context_parallel.py).
+
+    Static: verl's and Megatron's budget, `token_budget` x cp tokens per micro-batch, every micro-batch split over
+    the cp GPUs. Dynamic: micro-batches of at most `token_budget` tokens, each at the degree `pick_degree` chooses
+    among those that fit, run side by side on the cp GPUs (`dynamic_group_time`). `mfu` set (an override): each
+    micro-batch's FLOPs at it over its GPUs, the ring's exchange hidden behind its attention FLOPs at the same MFU.
+    """
+    lora = adapters if (train and adapters is not None) else None
+
+    def price(lens: np.ndarray, c: int, n: int) -> float:
+        bw = cp_bandwidth(hw, tp, c, gpus_per_node)  # a degree-c group spans tp x c adjacent GPUs
+        lens = np.asarray(lens, dtype=np.float64)
+        tokens, sq = float(lens.sum()), float(np.square(lens).sum())
+        if mfu is None:
+            padded = float(len(lens) * lens.max()) if opts.padded else tokens
+            return sum(cp_pass_parts(model, hw, tokens, sq, padded, n, c, cp.kind, bw, tp, pp, train, opts,
+                                     lora).values())
+        compute = rank_busy(train, mfu, model, hw, lens, tp, pp, token_budget * c, opts, adapters)[0] / c
+        comm = n * exchange_time(cp.kind, model, hw, tokens / c / n, c, tp, pp, bw, train, opts.recompute)
+        attention = attention_flops(model, sq / c, train) / (tp * pp * hw.peak_flops * mfu)
+        return compute + exposed_exchange(cp.kind, comm, attention)
+
+    rank = np.asarray(rank)
+    if cp.dynamic:
+        runs = []
+        for mb in pack_micro_batches(rank, token_budget):
+            costs = {c: price(mb, c, 1) for c in fitting_degrees(float(mb.sum()), token_budget, cp.degrees())}
+            c = pick_degree(costs)
+            runs.append((c, costs[c]))
+        compute, micro = dynamic_group_time(runs, cp.cp), len(runs)
+    else:
+        micro = micro_batches(rank, token_budget * cp.cp, opts)
+        compute = price(rank, cp.cp, micro)
+    if moe is not None:  # the expert all-to-alls carry each GPU's share of the tokens
+        compute += moe.pass_time(rank, micro, train, opts.recompute) / cp.cp
+    return compute, compute * (pipeline_bubble_factor(pp, micro) - 1.0)
+
+
 def _slowest_rank(train: bool, mfu: float, model, hw, ranks, tp: int, pp: int, token_budget: int,
-                  opts: PassOptions = PLAIN, adapters: float | None = None, moe: TrainingEP | None = None):
+                  opts: PassOptions = PLAIN, adapters: float | None = None, moe: TrainingEP | None = None,
+                  cp: ContextParallel | None = None, gpus_per_node: int = 8):
     """(compute, bubble) of the slowest DP rank (busy = compute + pipeline bubble); None if all are empty."""
     worst = None
     for rank in ranks:
         if len(rank) == 0:
             continue
-        busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters, moe)
+        if cp is not None:
+            busy = cp_rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, cp, gpus_per_node,
+                                adapters, moe)
+        else:
+            busy = rank_busy(train, mfu, model, hw, rank, tp, pp, token_budget, opts, adapters, moe)
         if worst is None or sum(busy) > sum(worst):
             worst = busy
     return worst
@@ -257,12 +314,14 @@ def forward_pass_time(
     opts: PassOptions = PLAIN,
     ep: int = 1,
     gpus_per_node: int = 8,
+    cp: ContextParallel | None = None,
 ) -> float:
     """Forward-only pass (old log-prob, reference, values, reward model) over the whole batch (`ep`: expert
-    parallelism, two all-to-alls per MoE layer and micro-batch, costs/moe.py)."""
+    parallelism, two all-to-alls per MoE layer and micro-batch, costs/moe.py; `cp`: context parallelism, each
+    of the dp ranks is tp x pp x cp GPUs, costs/context_parallel.py)."""
     moe = expert_parallel(model, hw, ep, tp, pp, gpus_per_node)
     worst = _slowest_rank(False, hw.forward_mfu, model, hw, split_across_dp(seq_lens, dp, balance), tp, pp,
-                          token_budget, opts, moe=moe)
+                          token_budget, opts, moe=moe, cp=cp, gpus_per_node=gpus_per_node)
     return 0.0 if worst is None else sum(worst)
 
 
@@ -287,6 +346,7 @@ def train_pass_time(
     clip_grad_norm: bool = False,
     adapters: float | None = None,
     ep: int = 1,
+    cp: ContextParallel | None = None,
 ) -> float:
     """PPO update: epochs x mini-batches optimizer steps, each as slow as its slowest DP rank.
 
@@ -295,17 +355,19 @@ def train_pass_time(
     `adapters`: LoRA over a frozen base (costs/lora.py): the base's weight gradients are not computed, and
     the optimizer and the gradient all-reduce cover these adapter parameters only. `ep`: expert parallelism
     (costs/moe.py): four all-to-alls per MoE layer and micro-batch (six with full recompute), expert
-    gradients reduced over their own data-parallel ranks.
+    gradients reduced over their own data-parallel ranks. `cp`: context parallelism (costs/context_parallel.py):
+    each of the dp ranks is tp x pp x cp GPUs, and the gradients and the sharded optimizer span dp x cp ranks.
     """
     moe = expert_parallel(model, hw, ep, tp, pp, gpus_per_node)
-    comm = grad_allreduce_time(model, hw, tp, pp, dp, gpus_per_node, grad_bytes, adapters, ep)
-    opt = optimizer_step_time(model, hw, tp, pp, dp, shard_optimizer, clip_grad_norm, adapters)
+    weight_ranks = dp * (cp.cp if cp is not None else 1)
+    comm = grad_allreduce_time(model, hw, tp, pp, weight_ranks, gpus_per_node, grad_bytes, adapters, ep)
+    opt = optimizer_step_time(model, hw, tp, pp, weight_ranks, shard_optimizer, clip_grad_norm, adapters)
     fixed = OPTIMIZER_STEP_FIXED_S if hw.train_mfu is None else 0.0  # an MFU override absorbs it
     seq_lens = np.asarray(seq_lens)
     total = 0.0
     for step in update_plan(len(seq_lens), mini_batches, epochs, dp, seq_lens, balance, balance_scope):
         worst = _slowest_rank(True, hw.train_mfu, model, hw, (seq_lens[idx] for idx in step), tp, pp,
-                              token_budget, opts, adapters, moe)
+                              token_budget, opts, adapters, moe, cp, gpus_per_node)
         if worst is None:
             continue
         compute, bubble = worst

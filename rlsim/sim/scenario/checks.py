@@ -113,6 +113,7 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
         pool = scn.cluster.pools[role.pool]
         gpus = role.gpus if role.gpus is not None else pool.gpus - role.gpu_offset
         tp, pp, dp = role.parallel.tp, role.parallel.pp, role.parallel.dp
+        cp = role.parallel.cp
         if role.gpu_offset >= pool.gpus:
             problems.append(Problem(f"{at}.gpu_offset", f"{role.gpu_offset} is past pool {role.pool!r}'s "
                                     f"{pool.gpus} GPUs"))
@@ -131,18 +132,24 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
                 Problem(f"{at}.parallel.tp", f"must divide gpus_per_node ({pool.gpus_per_node}), got {tp}")
             )
             ok = False
-        elif gpus % (tp * pp):
+        elif gpus % (tp * pp * cp):
+            what = f"tp × pp × cp = {tp} × {pp} × {cp}" if cp > 1 else f"tp × pp = {tp * pp}"
             problems.append(
-                Problem(f"{at}.parallel", f"tp × pp = {tp * pp} must divide the role's {gpus} GPUs")
+                Problem(f"{at}.parallel", f"{what} must divide the role's {gpus} GPUs")
             )
             ok = False
-        elif dp is not None and tp * pp * dp != gpus:
+        elif dp is not None and tp * pp * cp * dp != gpus:
+            cps = f" × {cp}" if cp > 1 else ""
             problems.append(
                 Problem(
                     f"{at}.parallel.dp",
-                    f"tp × pp × dp = {tp} × {pp} × {dp} = {tp * pp * dp} must equal the role's {gpus} GPUs",
+                    f"tp × pp{' × cp' if cp > 1 else ''} × dp = {tp} × {pp}{cps} × {dp} = {tp * pp * cp * dp} must "
+                    f"equal the role's {gpus} GPUs",
                 )
             )
+            ok = False
+        if cp_problems := _context_parallel_problems(scn, name):
+            problems += cp_problems
             ok = False
         if role.engine is not None and pp > 1:
             problems.append(Problem(f"{at}.parallel.pp", f"must be 1 for an engine role, got {pp}: rlsim models an "
@@ -155,6 +162,28 @@ def _check_roles(scn: Scenario, problems: list[Problem]) -> set[str]:
         if ok:
             sound.add(name)
     return sound
+
+
+def _context_parallel_problems(scn: Scenario, name: str) -> list[Problem]:
+    """`parallel.cp` > 1 or `cp_dynamic`: a training or forward role whose sequences can be split that way
+    (costs/layout.ParallelLayout.context_problem), an even group for dynamic CP (verl's rule), no online re-split."""
+    role = scn.roles[name]
+    cp, at = role.parallel.cp, f"roles.{name}.parallel"
+    problems = []
+    if role.model in scn.models and (why := scn.layout(name).context_problem(scn.models[role.model].heads)):
+        problems.append(Problem(f"{at}.cp", f"{why}, got {cp}"))
+    if role.parallel.cp_dynamic and (cp < 2 or cp % 2):
+        problems.append(Problem(f"{at}.cp_dynamic", f"needs an even parallel.cp of at least 2 (the GPUs a "
+                                f"micro-batch's group is drawn from; verl requires an even data x context parallel "
+                                f"size), got {cp}"))
+    if cp > 1 and role.train.packing == "padded":
+        problems.append(Problem(f"{at}.cp", f"context parallelism ({cp}) splits packed, unpadded sequences "
+                                "(verl requires use_remove_padding for Ulysses and dynamic CP): set train.packing "
+                                "to dynamic"))
+    if cp > 1 and name == "actor" and getattr(scn.schedule, "resplit", None) is not None:
+        problems.append(Problem(f"{at}.cp", f"online re-splitting moves trainer GPUs a model replica at a time; with "
+                                f"context parallelism ({cp}) it is not modelled: set cp to 1"))
+    return problems
 
 
 def _expert_parallel_problems(scn: Scenario, name: str) -> list[Problem]:
@@ -340,8 +369,10 @@ def role_training_memory(role, model, hw: HardwareProfile, dp: int, max_seq_toke
 
     t = role.train
     fsdp = t.sharding == "fsdp"
+    cp = role.parallel.cp  # sequences split over cp GPUs; the state sharded over dp x cp (costs/layout.py)
     return training_memory_per_gpu(
-        model, hw, role.parallel.tp, role.parallel.pp, dp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
+        model, hw, role.parallel.tp, role.parallel.pp, dp * cp,
+        max(t.ppo_max_token_len_per_gpu, -(-max_seq_tokens // cp)),
         shard_optimizer=True, shard_grads=fsdp, shard_params=fsdp,
         grad_bytes=4.0 if t.grad_reduce_dtype == "fp32" else 2.0,
         activation_checkpointing=t.activation_checkpointing, ep=role.parallel.ep,
@@ -354,11 +385,12 @@ def role_forward_memory(role, model, hw: HardwareProfile, dp: int, max_seq_token
 
     t = role.train
     fsdp = t.sharding == "fsdp"  # fully sharded over every GPU of the role, experts or not: EP changes nothing
+    cp = role.parallel.cp
     mem = forward_memory_per_gpu(
-        model, hw, role.parallel.tp, role.parallel.pp, max(t.ppo_max_token_len_per_gpu, max_seq_tokens),
+        model, hw, role.parallel.tp, role.parallel.pp, max(t.ppo_max_token_len_per_gpu, -(-max_seq_tokens // cp)),
         ep=1 if fsdp else role.parallel.ep,
     )
-    return replace(mem, weights=mem.weights / dp) if fsdp else mem
+    return replace(mem, weights=mem.weights / (dp * cp)) if fsdp else mem
 
 
 def _one_line(exc: BaseException) -> str:
@@ -378,12 +410,17 @@ def memory_fix(role, model, hw: HardwareProfile, dp: int, max_seq_tokens: int, f
     options = []
     more = next((d for d in (2 ** k for k in range(1, 11)) if d > dp and fits(role, d)), None)
     if more is not None:
-        options.append(f"{more * tp * pp} GPUs for this role (data parallel {more})")
-    gpus = dp * tp * pp
+        options.append(f"{more * tp * pp * role.parallel.cp} GPUs for this role (data parallel {more})")
+    gpus = dp * tp * pp * role.parallel.cp
     for t in (2, 4, 8):
-        if t > tp and gpus % (t * pp) == 0 and fits(role.model_copy(update={
-                "parallel": role.parallel.model_copy(update={"tp": t})}), gpus // (t * pp)):
+        if t > tp and gpus % (t * pp * role.parallel.cp) == 0 and fits(role.model_copy(update={
+                "parallel": role.parallel.model_copy(update={"tp": t})}), gpus // (t * pp * role.parallel.cp)):
             options.append(f"parallel.tp={t}")
+            break
+    for c in (2, 4, 8):  # a long sequence's activations split over cp GPUs (costs/context_parallel.py)
+        if c > role.parallel.cp and gpus % (tp * pp * c) == 0 and fits(role.model_copy(update={
+                "parallel": role.parallel.model_copy(update={"cp": c})}), gpus // (tp * pp * c)):
+            options.append(f"parallel.cp={c}")
             break
     ep = _fitting_ep(role, model, ParallelLayout(tp=tp, pp=pp, dp=dp), fits, dp)
     if ep:

@@ -184,8 +184,8 @@ def colocated_memory(
             continue
         r = scn.roles[role]
         model = scn.models[r.model]
-        replica = scn.layout(role).replica_gpus
-        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // replica)
+        rank = scn.layout(role).rank_gpus  # tp x pp x cp GPUs per data-parallel rank
+        dp = max(1, (scn.role_gpus(role) if gpus is None else gpus) // rank)
         t = r.train
         if role in TRAINED:
             m = role_training_memory(r, model, hw, dp, max_seq_tokens)
@@ -359,7 +359,8 @@ def placement_rows(scn: Scenario) -> list[dict]:
         if spec.engine is not None:
             layout = f"{(stop - start) // par.tp} engines x tp {par.tp}"
         else:
-            layout = f"tp {par.tp} x pp {par.pp} x dp {(stop - start) // (par.tp * par.pp)}"
+            cp = f" x cp {par.cp}{' (dynamic)' if par.cp_dynamic else ''}" if par.cp > 1 else ""
+            layout = f"tp {par.tp} x pp {par.pp}{cp} x dp {(stop - start) // (par.tp * par.pp * par.cp)}"
         if par.ep > 1:
             layout += f", experts over ep {par.ep}"
         shares = [r for r in rs.roles if r != role and rs.roles_share_gpus(role, r)]

@@ -175,20 +175,18 @@ def _train_role(ledger: Ledger, pool: str, gpus: int, lengths: tuple[int, int]) 
         offload = ledger.flag(f"{DT}.cpu_offload", "roles.actor.train.param_offload / optimizer_offload")
         if offload is not None:
             train.update(param_offload=offload, optimizer_offload=offload)
-    cp = ledger.peek(f"{section}.context_parallel_size", 1)
-    if cp not in (1, None):
-        ledger.ignore(f"{section}.context_parallel_size", f"context parallelism ({cp}): not modelled (rlsim trains "
-                      "each sequence on one data-parallel rank's tensor-parallel group)")
-    else:
-        ledger.use(f"{section}.context_parallel_size", "1: no context parallelism (as rlsim trains)")
-    if gpus % (tp * pp):
+    # Megatron's context parallelism and DTensor's (torch's context_parallel) both pass K/V around a ring.
+    cp = ledger.int_value(f"{section}.context_parallel_size", "roles.actor.parallel.cp (cp_kind ring)", default=1) or 1
+    if gpus % (tp * pp * cp):
         ledger.error(f"{section}.tensor{'_model' if megatron else ''}_parallel_size",
-                     f"tensor × pipeline parallel = {tp} × {pp} does not divide the {gpus} training GPUs")
+                     f"tensor × pipeline × context parallel = {tp} × {pp} × {cp} does not divide the {gpus} "
+                     "training GPUs")
     checkpointing = ledger.flag(f"{section}.activation_checkpointing", "roles.actor.train.activation_checkpointing")
     if checkpointing is not None:
         train["activation_checkpointing"] = checkpointing
     train["ppo_max_token_len_per_gpu"] = _token_budget(ledger, lengths)
-    return {"pool": pool, "model": "policy", "parallel": {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})},
+    return {"pool": pool, "model": "policy", "parallel": {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {}),
+                                                          **({"cp": cp, "cp_kind": "ring"} if cp > 1 else {})},
             "train": train}
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlsim.tools.importers.common import Assumption, ImportProblem, Ledger, pool_shape, show
+from rlsim.tools.importers.common import Assumption, ImportProblem, Ledger, pool_shape
 from rlsim.tools.importers.draft import Imported, finalize, hardware, workload
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.slime_ignored import ignore_rest
@@ -167,14 +167,10 @@ def _train_role(ledger: Ledger, pool: str, gpus: int, lengths: tuple[int | None,
     tp = _int(ledger, "--tensor-model-parallel-size", "roles.actor.parallel.tp", 1) or 1
     pp = _int(ledger, "--pipeline-model-parallel-size", "roles.actor.parallel.pp", 1) or 1
     ep = _int(ledger, "--expert-model-parallel-size", "roles.actor.parallel.ep", 1) or 1
-    if gpus % (tp * pp):
-        ledger.error("--tensor-model-parallel-size", f"tensor × pipeline parallel = {tp} × {pp} does not divide the "
-                     f"{gpus} training GPUs")
-    cp = ledger.peek("--context-parallel-size", 1)
-    if cp != 1:
-        ledger.ignore("--context-parallel-size", f"context parallelism ({show(cp)}): not modelled")
-    else:
-        ledger.use("--context-parallel-size", "1: no context parallelism")
+    cp = _int(ledger, "--context-parallel-size", "roles.actor.parallel.cp (Megatron's ring, cp_kind ring)", 1) or 1
+    if gpus % (tp * pp * cp):
+        ledger.error("--tensor-model-parallel-size", f"tensor × pipeline × context parallel = {tp} × {pp} × {cp} "
+                     f"does not divide the {gpus} training GPUs")
     train: dict[str, Any] = {"sharding": "megatron"}
     granularity = ledger.use("--recompute-granularity", "roles.actor.train.activation_checkpointing (set: true)")
     train["activation_checkpointing"] = granularity is not None
@@ -194,7 +190,8 @@ def _train_role(ledger: Ledger, pool: str, gpus: int, lengths: tuple[int | None,
                                  default=1) or 1
         train["ppo_max_token_len_per_gpu"] = micro * ((lengths[0] or 512) + (lengths[1] or 512))
         ledger.ignore("--max-tokens-per-gpu", "used only with --use-dynamic-batch-size")
-    return {"pool": pool, "model": "policy", "parallel": {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})},
+    return {"pool": pool, "model": "policy", "parallel": {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {}),
+                                                          **({"cp": cp, "cp_kind": "ring"} if cp > 1 else {})},
             "train": train}
 
 

@@ -113,9 +113,17 @@ def _lengths(ledger: Ledger) -> tuple[int | None, int | None]:
     return prompt, response
 
 
-def _parallel(ledger: Ledger, prefix: str, engine_key: str, strategy: str, gpus: int) -> dict[str, int]:
+def _parallel(ledger: Ledger, prefix: str, engine_key: str, strategy: str, gpus: int) -> dict[str, Any]:
     if strategy != "megatron":
-        return {"tp": 1}
+        # FSDP's Ulysses sequence parallelism: the role's (deprecated) key wins over fsdp_config's when > 1
+        target = f"roles.*.parallel.cp ({prefix}, cp_kind ulysses)"
+        sp = ledger.int_value(f"{prefix}.ulysses_sequence_parallel_size", target, default=1) or 1
+        inner = ledger.int_value(f"{engine_key}.ulysses_sequence_parallel_size", target, default=1) or 1
+        sp = sp if sp > 1 else inner
+        if gpus % sp:
+            ledger.error(f"{prefix}.ulysses_sequence_parallel_size",
+                         f"Ulysses sequence parallel {sp} does not divide the {gpus} training GPUs")
+        return {"tp": 1, **({"cp": sp, "cp_kind": "ulysses"} if sp > 1 else {})}
     meg = f"{prefix}.megatron"
     tp = ledger.int_value(f"{meg}.tensor_model_parallel_size", f"roles.*.parallel.tp ({prefix})", default=1) or 1
     pp = ledger.int_value(f"{meg}.pipeline_model_parallel_size", f"roles.*.parallel.pp ({prefix})", default=1) or 1
@@ -124,7 +132,16 @@ def _parallel(ledger: Ledger, prefix: str, engine_key: str, strategy: str, gpus:
                      f"tensor × pipeline parallel = {tp} × {pp} does not divide the {gpus} training GPUs")
     # Megatron's expert_model_parallel_size: experts sharded over ep of the tp x dp ranks (docs/operators.md)
     ep = ledger.int_value(f"{meg}.expert_model_parallel_size", f"roles.*.parallel.ep ({prefix})", default=1) or 1
-    return {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})}
+    cp = ledger.int_value(f"{meg}.context_parallel_size", f"roles.*.parallel.cp ({prefix}, cp_kind ring)",
+                          default=1) or 1
+    context = {"cp": cp, "cp_kind": "ring"} if cp > 1 else {}
+    if ledger.flag(f"{meg}.dynamic_context_parallel", f"roles.*.parallel.cp_dynamic ({prefix}); cp = GPUs / (tp × pp): "
+                   "verl schedules the whole data x context parallel group"):
+        context = {"cp": max(1, gpus // (tp * pp)), "cp_kind": "ring", "cp_dynamic": True}
+    if gpus % (tp * pp * cp):
+        ledger.error(f"{meg}.context_parallel_size",
+                     f"tensor × pipeline × context parallel = {tp} × {pp} × {cp} does not divide the {gpus} GPUs")
+    return {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {}), **context}
 
 
 def _train_role(ledger: Ledger, prefix: str, fsdp_key: str, pool: str, model: str, gpus: int,
@@ -151,10 +168,13 @@ def _train_role(ledger: Ledger, prefix: str, fsdp_key: str, pool: str, model: st
     if balance is not None:
         train["balance_batch"] = balance
     budget = _token_budget(ledger, prefix, role, gpus, lengths)
+    parallel = _parallel(ledger, prefix, engine, strategy, gpus)
+    if parallel.get("cp_dynamic"):  # dynamic CP packs micro-batches by its own per-rank budget
+        budget = ledger.int_value(f"{engine}.max_seqlen_per_dp_cp_rank",
+                                  f"roles.{role}.train.ppo_max_token_len_per_gpu (dynamic context parallel)") or budget
     if budget is not None:
         train["ppo_max_token_len_per_gpu"] = budget
-    return {"pool": pool, "model": model, "parallel": _parallel(ledger, prefix, engine, strategy, gpus),
-            "train": train}
+    return {"pool": pool, "model": model, "parallel": parallel, "train": train}
 
 
 def _token_budget(ledger: Ledger, prefix: str, role: str, gpus: int, lengths) -> int | None:

@@ -68,7 +68,8 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
      "batches can make the update several times slower)"),
     (_leaf("ulysses_sequence_parallel_size", "context_parallel_size", "virtual_pipeline_model_parallel_size",
            "data_parallel_size", "dynamic_context_parallel", "fsdp_size"),
-     "sequence / context / virtual-pipeline parallelism: not modelled"),
+     "virtual-pipeline parallelism, and sequence / context parallelism of a section rlsim does not read: not "
+     "modelled"),
     (_leaf("expert_model_parallel_size", "expert_parallel_size"),
      "expert parallelism outside a Megatron training role or a rollout engine: not modelled"),
     (_leaf("expert_tensor_parallel_size"),

@@ -37,6 +37,24 @@ class ParallelSpec(Strict):
         "role (SGLang --ep-size, vLLM enable_expert_parallel): ep divides tp. A training or forward role "
         "(Megatron expert_model_parallel_size): ep divides tp x dp",
     )
+    cp: int = Field(
+        default=1, gt=0, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Context parallel degree of a training or forward role: each micro-batch's sequences are split "
+        "over cp GPUs (Megatron context_parallel_size, verl ulysses_sequence_parallel_size); data parallel = gpus / "
+        "(tp x pp x cp). With cp_dynamic, the largest degree a micro-batch may use (docs/long-context.md)",
+    )
+    cp_kind: Literal["ring", "ulysses"] = Field(
+        default="ring",
+        description="ring: KV blocks passed around the cp ranks, overlapped with attention (Megatron / Transformer "
+        "Engine); ulysses: all-to-alls of q, k, v and the output over the cp ranks (DeepSpeed-Ulysses, verl FSDP); "
+        "needs the heads divisible by tp x cp",
+    )
+    cp_dynamic: bool = Field(
+        default=False,
+        description="Dynamic context parallelism: each micro-batch takes the degree (a divisor of cp) that costs its "
+        "cp ranks the least time among those whose tokens per GPU fit ppo_max_token_len_per_gpu; short "
+        "micro-batches run at 1, side by side",
+    )
 
 
 class QuantizationSpec(Strict):
