@@ -17,7 +17,6 @@ step change nothing, exactly as an engine's scheduler looks at its queue once pe
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from dataclasses import replace
 from typing import Literal
@@ -413,9 +412,7 @@ class InferenceEngine:
             total += t
             sq += t * t
             cross += t * p
-        sq, cross = float(sq), float(cross)
-        iters = math.ceil(total / self._max_batched_tokens) or 1  # (total >= 0)
-        return iters, iters * self._prefill_cost.time(total / iters, sq / iters, cross / iters)
+        return self._prefill_cost.rounds(total, float(sq), float(cross), self._max_batched_tokens)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
         self.load_watch.add(self)  # back in `load`: running, or finished by the prefill's token
