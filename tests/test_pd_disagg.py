@@ -195,3 +195,34 @@ def test_aggregate_mode_runs_the_split_exactly_and_says_why():
     scn = load_scenario(PD, ["simulation.engines=1"])
     plan_, why = aggregate.plan(scn)
     assert plan_ is None and "prefill/decode disaggregation" in why
+
+
+# ------------------------------------------------------------------ import mapping
+
+
+def test_verl_disaggregation_maps_to_the_engine_split():
+    pytest.importorskip("typer")
+    from import_helpers import assert_complete, fetch_wheel
+
+    from rlsim.tools.importers.command import run_import
+    from rlsim.tools.importers.common import ImportProblem
+
+    config = fetch_wheel("verl", "0.9.1") / "verl" / "trainer" / "config" / "ppo_trainer.yaml"
+    d = "actor_rollout_ref.rollout.disaggregation"
+    on = ["actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+          f"{d}.enabled=true", f"{d}.decode_replicas=3"]
+    imported = run_import("verl", config, on)
+    pd = imported.scenario.roles["rollout"].engine.disaggregation
+    assert (pd.prefill_engines, pd.decode_engines, pd.kv_link) == (1, 3, "nvlink")  # one 8-GPU PD replica, NIXL
+    assert f"{d}.decode_replicas" in imported.ledger.used and f"{d}.transfer_backend" in imported.ledger.used
+    assert any("KV moved by nixl" in a.what for a in imported.ledger.assumed)
+    assert_complete(imported.ledger)
+    two = run_import("verl", config, [*on, f"{d}.decode_replicas=1", f"{d}.transfer_backend=mooncake",
+                                      f"+{d}.mooncake_protocol=rdma"])
+    pd = two.scenario.roles["rollout"].engine.disaggregation
+    assert (pd.prefill_engines, pd.decode_engines, pd.kv_link) == (2, 2, "rdma")  # two replicas of 1 + 1
+    off = run_import("verl", config, [])
+    assert off.scenario.roles["rollout"].engine.disaggregation is None
+    assert f"{d}.enabled" in off.ledger.ignored
+    with pytest.raises(ImportProblem, match="asymmetric"):
+        run_import("verl", config, [*on, f"{d}.decode_tensor_model_parallel_size=1"])
