@@ -226,3 +226,20 @@ def test_verl_disaggregation_maps_to_the_engine_split():
     assert f"{d}.enabled" in off.ledger.ignored
     with pytest.raises(ImportProblem, match="asymmetric"):
         run_import("verl", config, [*on, f"{d}.decode_tensor_model_parallel_size=1"])
+
+
+def test_slime_prefill_servers_split_the_rollout_engines():
+    pytest.importorskip("typer")
+    from import_helpers import assert_complete
+
+    from rlsim.tools.importers.command import run_import
+
+    script = ROOT / "tests/fixtures/import/slime/run-qwen3-4B.sh"
+    imported = run_import("slime", script, ["--rollout-num-gpus-per-engine", "2", "--prefill-num-servers", "1"])
+    pd = imported.scenario.roles["rollout"].engine.disaggregation
+    gpus = imported.scenario.role_gpus("rollout")
+    assert (pd.prefill_engines, pd.decode_engines, pd.kv_link) == (1, gpus // 2 - 1, "rdma")
+    assert "--prefill-num-servers" in imported.ledger.used
+    assert any("SGLang PD" in a.what for a in imported.ledger.assumed)
+    assert_complete(imported.ledger)
+    assert run_import("slime", script, []).scenario.roles["rollout"].engine.disaggregation is None
