@@ -147,11 +147,6 @@ class InferenceEngine:
         (`deliver`); a request whose context holds earlier turns prefills its new tokens here."""
         self._prefill_pool = pool
 
-    @property
-    def prefill_pool(self):
-        """The prefill pool this engine decodes for (None: it prefills its own requests)."""
-        return self._prefill_pool
-
     def deliver(self, req: Request) -> None:
         """`req`'s KV has arrived from the prefill pool: it waits for a slot and KV room, and runs without a
         prefill (an aborted request is dropped)."""
