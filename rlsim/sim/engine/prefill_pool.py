@@ -34,7 +34,6 @@ class PrefillPool:
                  settings: EngineSpec, link: str, pool: str, role: str = "rollout", ep: int = 1,
                  gpus_per_node: int = 8):
         self.env = env
-        self.names = names
         self.role = role
         self._model, self._hw, self._tp, self._link = model, hw, tp, link
         self._cost = PrefillCost(model, hw, tp, settings.overheads(hw), ep, gpus_per_node)
@@ -47,7 +46,7 @@ class PrefillPool:
         self.transfer_s = 0.0  # link time, summed over batches
         for name in names:
             env.ledger.add_group(name, pool, tp)
-        self.processes = [env.process(self._run(name)) for name in names]
+            env.process(self._run(name))
 
     def submit(self, req: Request, engine) -> None:
         """Queue `req`'s prompt for prefill; its KV goes to `engine` (a decode engine) once done."""
