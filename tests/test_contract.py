@@ -58,6 +58,15 @@ CASES = {
         ["roles.rollout.engine.quantization={weights: nvfp4, kv_cache: fp8}",
          "roles.rollout.engine.speculative={k: 2, draft_cost: 0.1, acceptance: 0.6, acceptance_drop_per_version: 0.1, "
          "draft_refresh_versions: null}", *SMALL]),
+    # Prefill/decode-disaggregated rollout (docs/rollout-quantisation.md): synchronous, one-step-off and fully async,
+    # single-turn and agentic (later turns prefill on their decode engine).
+    "hybridflow-pd-disagg": ("scenarios/sync/grpo-pd-disagg.yaml", SMALL),
+    "agentic-hybridflow-pd-disagg": ("scenarios/sync/grpo-pd-disagg.yaml", SMALL),
+    "one-step-off-pd-disagg": ("scenarios/async/verl-dapo-7b-h20-one-step-off.yaml",
+                               ["roles.rollout.engine.disaggregation={prefill_engines: 1, decode_engines: 1, "
+                                "kv_link: nvlink}", *SMALL]),
+    "fully-async-pd-disagg": ("scenarios/async/areal-1.5b-h800.yaml", ["roles.rollout.engine.disaggregation="
+                              "{prefill_engines: 6, decode_engines: 18, kv_link: rdma}", *SMALL]),
     "fully-async-staleness-abort": ("scenarios/async/staleness-abort.yaml", ["steps=4", "warmup_steps=1"]),
     # verl V1's replay buffer: evicted groups (stale, filtered, or with a failed trajectory) and their refills.
     "verl-v1-replay-buffer": ("scenarios/async/verl-v1-replay-buffer.yaml", SMALL),

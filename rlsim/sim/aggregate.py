@@ -29,7 +29,8 @@ Asynchronous runs need neither: their batches are admitted group by group, and a
 What it does not keep: per-engine tables (engine_stats, samples, trajectories) hold the simulated engines
 and samples only; the tool pools queue as c/f servers (a smaller pool waits longer at the same load);
 scenarios whose rollout engines are not interchangeable (schedules ROLL, verl V1, re-splitting, LoRA,
-tail re-sharding, routing, an LLM judge, a length trace, too few engines) run exactly (`plan` says why).
+tail re-sharding, routing, prefill/decode disaggregation, an LLM judge, a length trace, too few engines) run
+exactly (`plan` says why).
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ def plan(scn: Scenario) -> tuple[AggregatePlan | None, str]:
             return None, f"schedule.{option} is set"
     if getattr(spec, "verl_rule", False) or getattr(spec, "require_batches", None) is not None:
         return None, "verl fully_async's staleness rule"
+    if scn.roles["rollout"].engine is not None and scn.roles["rollout"].engine.disaggregation is not None:
+        return None, ("prefill/decode disaggregation: a share of the decode engines would need its own share of "
+                      "the prefill pool, which the engine counts rarely divide into")
     if "reward" in scn.roles and scn.roles["reward"].engine is not None:
         return None, "an LLM judge serves the reward"
     if scn.workload.length_trace is not None:

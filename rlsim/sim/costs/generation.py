@@ -379,6 +379,13 @@ class PrefillCost:
                                                      latency_s=self._latency_s)
         return (memory if memory > compute else compute) + self._step_s + comm  # max(), without the builtin
 
+    def rounds(self, total: float, new_tokens_sq: float, cached_cross: float,
+               max_batched_tokens: int) -> tuple[int, float]:
+        """(iterations, seconds) of prefilling `total` new tokens (sum of squares, cross term as in `time`) in chunks of
+        at most `max_batched_tokens`: an engine's admission round, and a prefill pool's batch (costs/pd_disagg.py)."""
+        iters = math.ceil(total / max_batched_tokens) or 1  # (total >= 0)
+        return iters, iters * self.time(total / iters, new_tokens_sq / iters, cached_cross / iters)
+
     def _ep_time(self, new_tokens: float, new_tokens_sq: float, cached_cross: float) -> float:
         """`time` of an expert-parallel engine (the busiest EP rank's experts and the all-to-alls added), or of
         an MoE on a profile with the fitted grouped GEMM (its experts priced by `moe.expert_gemm_time`)."""

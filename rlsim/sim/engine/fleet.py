@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from rlsim.sim.engine.environment import SimEnvironment
 from rlsim.sim.engine.inference import InferenceEngine
+from rlsim.sim.engine.prefill_pool import PrefillPool
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.scenario.schema import RoleSpec, Scenario
 
@@ -34,6 +35,8 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
     # Aggregate mode (rlsim/sim/aggregate.py): 1/scale of the rollout engines, each counting scale x tp GPUs.
     scale = env.load_scale if role_name == "rollout" else 1
     count //= scale
+    if role.engine.disaggregation is not None:
+        count = role.engine.disaggregation.decode_engines
     shared: dict = {}  # identical replicas share one decode-coefficient table
     engines = [
         InferenceEngine(
@@ -43,6 +46,13 @@ def build_engines(scn: Scenario, env: SimEnvironment, role_name: str = "rollout"
         )
         for i in range(count)
     ]
+    pd = role.engine.disaggregation
+    if pd is not None:  # prefill/decode disaggregation: the engines above decode, a prefill pool feeds them
+        pool = PrefillPool(env, [f"{role_name}-prefill-{j}" for j in range(pd.prefill_engines)], model, hw, tp,
+                           role.engine, pd.kv_link, role.pool, role_name, layout.ep,
+                           scn.cluster.pools[role.pool].gpus_per_node)
+        for e in engines:
+            e.prefill_remotely(pool)
     if scale > 1:
         groups = env.ledger.groups
         for e in engines:

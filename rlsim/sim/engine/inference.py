@@ -17,7 +17,6 @@ step change nothing, exactly as an engine's scheduler looks at its queue once pe
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from dataclasses import replace
 from typing import Literal
@@ -49,7 +48,7 @@ class InferenceEngine:
         "running", "_heap", "_seq", "_tick", "_base", "_cache", "_coeffs", "_wake", "_decoding",
         "_segment", "_segment_end", "_segment_steps", "load_watch", "_pause_requested", "_resume_evt", "_resume_mode",
         "paused", "_busy_start", "_busy_step", "tokens_generated", "tokens_prefilled", "preemptions", "completed",
-        "stats_columns", "process", "_keep", "_held", "_ep_layout", "_spec"
+        "stats_columns", "process", "_keep", "_held", "_ep_layout", "_spec", "_prefill_pool", "_in_transit"
     )
 
     def __init__(
@@ -85,6 +84,8 @@ class InferenceEngine:
         self.pool = pool
         self.role = role
         self._weight_version = 0  # set only by `resume` (weights load at a pause, or into an idle engine)
+        self._prefill_pool = None  # prefill/decode disaggregation: the pool that prefills for this decode engine
+        self._in_transit = 0  # requests submitted here that are still in the prefill pool or on the KV link
         env.ledger.add_group(name, pool, tp)
 
         self.waiting: deque[Request] = deque()
@@ -131,11 +132,31 @@ class InferenceEngine:
         req.engine = self.name
         req.arrival_s = env.now
         req.done = done = env.event()
-        self.waiting.append(req)
         self.load_watch.add(self)
+        if self._prefill_pool is not None and not req.prefix_tokens:  # a later turn prefills its few tokens here
+            self._in_transit += 1
+            self._prefill_pool.submit(req, self)
+            return done
+        self.waiting.append(req)
         if len(self.running) < self._max_num_seqs:
             self._wake_up()
         return done
+
+    def prefill_remotely(self, pool) -> None:
+        """Decode only: first turns go to `pool` (engine/prefill_pool.py), which prefills them and moves their KV here
+        (`deliver`); a request whose context holds earlier turns prefills its new tokens here."""
+        self._prefill_pool = pool
+
+    def deliver(self, req: Request) -> None:
+        """`req`'s KV has arrived from the prefill pool: it waits for a slot and KV room, and runs without a
+        prefill (an aborted request is dropped)."""
+        self._in_transit -= 1
+        if req.aborted:
+            return
+        req.remote_kv = True
+        self.waiting.append(req)
+        if len(self.running) < self._max_num_seqs:
+            self._wake_up()
 
     def abort(self, req: Request) -> None:
         """Drop a request wherever it is; its KV is freed and `done` fires with `aborted` set."""
@@ -257,7 +278,7 @@ class InferenceEngine:
 
     @property
     def load(self) -> int:
-        return len(self.running) + len(self.waiting)
+        return len(self.running) + len(self.waiting) + self._in_transit
 
     # ------------------------------------------------------------------ internals
 
@@ -402,7 +423,11 @@ class InferenceEngine:
                 req.admitted_s = now  # scheduled: its prefill starts now
             if key is not None:  # used now, or a stale (shorter) prefix recomputed anyway
                 self._cache.drop(key)
-            admitted.append((req, new_tokens, cached))
+            if req.remote_kv:  # its KV came from the prefill pool: nothing to prefill here
+                req.remote_kv = False
+                admitted.append((req, 0, 0))
+            else:
+                admitted.append((req, new_tokens, cached))
             pending += new_tokens + 1
         return admitted
 
@@ -413,9 +438,7 @@ class InferenceEngine:
             total += t
             sq += t * t
             cross += t * p
-        sq, cross = float(sq), float(cross)
-        iters = math.ceil(total / self._max_batched_tokens) or 1  # (total >= 0)
-        return iters, iters * self._prefill_cost.time(total / iters, sq / iters, cross / iters)
+        return self._prefill_cost.rounds(total, float(sq), float(cross), self._max_batched_tokens)
 
     def _complete_prefill(self, admitted: list[tuple[Request, int, int]]) -> None:
         self.load_watch.add(self)  # back in `load`: running, or finished by the prefill's token
@@ -503,6 +526,9 @@ class InferenceEngine:
                     batch(len(running))
                     kv(self.kv_used)
                 iters, dt = self._prefill_duration(admitted)
+                if not dt and self._prefill_pool is not None:  # every KV arrived by transfer: decode at once
+                    self._complete_prefill(admitted)
+                    continue
                 if self._chunked_prefill and running:
                     # Chunks ride along with decode steps: running sequences keep decoding meanwhile.
                     n = self._decode_horizon(reserved=sum(r.context_tokens + 1 for r, _, _ in admitted))

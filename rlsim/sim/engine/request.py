@@ -43,6 +43,9 @@ class Request:
     seg_tick: int = field(default=0, init=False, repr=False)
     seg_version: int = field(default=0, init=False, repr=False)
     heap_seq: int = field(default=-1, init=False, repr=False)
+    # Set by a prefill pool (prefill/decode disaggregation) when the request's KV reaches its decode engine: that
+    # engine admits it without prefilling; cleared at admission (a preempted request re-prefills where it runs).
+    remote_kv: bool = field(default=False, init=False, repr=False)
 
     @property
     def context_tokens(self) -> int:

@@ -53,6 +53,50 @@ def schedule_option_problems(scn: Scenario) -> list[Problem]:
                 problems.append(Problem(f"schedule.weight_sync.{key}", "the rollout shares the actor's GPUs, so the "
                                         "weights never cross the network: senders and delta apply to syncs to "
                                         "engines on other GPUs"))
+    problems += disaggregation_problems(scn)
+    return problems
+
+
+PD_SCHEDULES = ("generation-only", "hybridflow", "one-step-off", "fully-async")
+
+
+def disaggregation_problems(scn: Scenario) -> list[Problem]:
+    """`engine.disaggregation`: on the rollout role only, its engines adding up to the role's, a KV link the GPUs
+    have, and a schedule that keeps its engines as they were built (docs/rollout-quantisation.md)."""
+    problems: list[Problem] = []
+    for name, role in scn.roles.items():
+        pd = role.engine.disaggregation if role.engine is not None else None
+        if pd is None:
+            continue
+        at = f"roles.{name}.engine.disaggregation"
+        if name != "rollout":
+            problems.append(Problem(at, "only the rollout role's engines can be split into prefill and decode"))
+            continue
+        if role.pool not in scn.cluster.pools:
+            continue  # (reported as an unknown pool)
+        tp, gpus = scn.layout(name).engine_gpus, scn.role_gpus(name)
+        if pd.prefill_engines + pd.decode_engines != gpus // tp:
+            problems.append(Problem(at, f"prefill_engines {pd.prefill_engines} + decode_engines {pd.decode_engines} "
+                                    f"= {pd.prefill_engines + pd.decode_engines} engines of TP {tp}, but the role's "
+                                    f"{gpus} GPUs make {gpus // tp}"))
+        pool = scn.cluster.pools[role.pool]
+        try:
+            hw = pool.profile()
+        except Exception:  # noqa: BLE001 (an unknown or broken profile: the pool check reports it)
+            continue
+        if pd.kv_link == "nvlink" and hw.nvlink_gb_per_s <= 0:
+            problems.append(Problem(f"{at}.kv_link", f"nvlink, but {hw.name} has no NVLink: use pcie or rdma"))
+        elif pd.kv_link == "nvlink" and gpus > hw.nvlink_domain(pool.gpus_per_node):
+            problems.append(Problem(f"{at}.kv_link", f"nvlink, but the role's {gpus} GPUs span more than one NVLink "
+                                    f"domain ({hw.nvlink_domain(pool.gpus_per_node)} GPUs): use rdma"))
+        spec = scn.schedule
+        if spec.kind not in PD_SCHEDULES:
+            problems.append(Problem(at, f"schedule {spec.kind!r} moves or rebuilds rollout engines; prefill/decode "
+                                    f"disaggregation runs under {', '.join(PD_SCHEDULES)}"))
+        for option in ("tail_reshard", "resplit", "lora", "routing"):
+            if getattr(spec, option, None) is not None:
+                problems.append(Problem(f"schedule.{option}", f"is set, and it moves or re-routes rollout engines "
+                                        f"that {at} splits into prefill and decode: remove one of the two"))
     return problems
 
 

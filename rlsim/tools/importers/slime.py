@@ -218,6 +218,16 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict) -> dict[str, Any]:
     ep = ledger.int_value("--sglang-ep-size", "roles.rollout.parallel.ep", default=1) or 1
     if tp % ep:
         ledger.error("--sglang-ep-size", f"{ep} does not divide the engine's {tp} GPUs")
+    prefill = ledger.int_value("--prefill-num-servers", "roles.rollout.engine.disaggregation.prefill_engines")
+    if prefill is not None and gpus % tp == 0:  # SGLang PD behind slime's router: these prefill, the rest decode
+        if prefill >= gpus // tp:
+            ledger.error("--prefill-num-servers", f"{prefill} prefill engines leave none of the {gpus // tp} rollout "
+                         "engines to decode")
+        else:
+            ledger.assume("SGLang PD: KV link between prefill and decode engines", "rdma (Mooncake over the NICs)",
+                          "--set roles.rollout.engine.disaggregation.kv_link=nvlink|rdma|pcie")
+            engine["disaggregation"] = {"prefill_engines": prefill, "decode_engines": gpus // tp - prefill,
+                                        "kv_link": "rdma"}
     return {"pool": pool, "model": "policy", "parallel": {"tp": tp, **({"ep": ep} if ep > 1 else {})},
             "engine": engine}
 

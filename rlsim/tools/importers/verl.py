@@ -10,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rlsim.sim.api import load_profile
 from rlsim.tools.importers.common import Ledger
 from rlsim.tools.importers.draft import Imported, finalize, hardware, workload
 from rlsim.tools.importers.hydra import is_missing
 from rlsim.tools.importers.loading import VERL_CONFIG_DIR, load_hydra_config, require_framework
 from rlsim.tools.importers.shapes import model_spec
 from rlsim.tools.importers.verl_ignored import ignore_rest
-from rlsim.tools.importers.verl_rollout_modes import rollout_modes
+from rlsim.tools.importers.verl_rollout_modes import disaggregation, rollout_modes
 from rlsim.tools.importers.verl_sampling import elastic
 from rlsim.tools.importers.verl_v1 import v1_mode, v1_pools, v1_schedule, v1_sync_step
 from rlsim.tools.importers.weight_sync import weight_sync_from_knobs
@@ -238,6 +239,12 @@ def _rollout_role(ledger: Ledger, pool: str, pool_spec: dict, kind: str) -> dict
         ledger.use(f"{R}.free_cache_engine", "colocated switch frees the KV cache (hybridflow's switch)"
                    if kind == "hybridflow" else f"engines keep their KV ({kind}: rollout GPUs are its own)")
     engine.update(rollout_modes(ledger, engine.get("kind")))  # quantised / speculative rollout
+    if ledger.peek(f"{R}.disaggregation.enabled") is True:  # prefill/decode split
+        try:
+            nvlink = load_profile(pool_spec["hardware"]).nvlink_gb_per_s > 0
+        except KeyError:  # an unknown GPU: the scenario check names it
+            nvlink = True
+        engine.update(disaggregation(ledger, tp, gpus, pool_spec["gpus_per_node"], nvlink))
     parallel = {"tp": tp, "pp": pp, **({"ep": ep} if ep > 1 else {})}
     return {"pool": pool, "model": "policy", "parallel": parallel, "engine": engine}
 

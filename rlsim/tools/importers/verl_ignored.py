@@ -57,8 +57,11 @@ RULES: list[tuple[Callable[[str], bool], str]] = [
     (_segment("lora", "lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path"),
      "LoRA details that do not change the step time (alpha, initialisation, exclusions, adapter path); "
      "actor_rollout_ref.model.lora_rank and target_modules map to schedule.lora"),
-    (_segment("qat", "quantization_config_file", "disaggregation", "turbo_config"),
-     "quantisation-aware training, torchao configs, PD disaggregation: not modelled"),
+    (_segment("qat", "quantization_config_file", "turbo_config"),
+     "quantisation-aware training, torchao configs: not modelled"),
+    (_segment("disaggregation"), "PD disaggregation off, its plumbing (bootstrap port, InfiniBand device), or the "
+     "reward model's (not modelled); the rollout's enabled, replicas and transfer backend map to "
+     "roles.rollout.engine.disaggregation"),
     (_segment("quantization"), "rollout quantisation off (null) or not FP8 (torchao: not modelled); fp8 maps to "
      "roles.rollout.engine.quantization"),
     (_segment("mtp"), "MTP off in rollout, or its training and EAGLE tree settings (not modelled); with enable and "

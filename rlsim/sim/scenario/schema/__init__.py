@@ -50,6 +50,7 @@ from rlsim.sim.scenario.schema.models import (  # noqa: F401
     ModelSpec,
 )
 from rlsim.sim.scenario.schema.roles import (  # noqa: F401
+    DisaggregationSpec,
     EngineSpec,
     ParallelSpec,
     QuantizationSpec,

@@ -105,6 +105,24 @@ class SpeculativeSpec(Strict):
         return version if self.draft_refresh_versions is None else version % self.draft_refresh_versions
 
 
+class DisaggregationSpec(Strict):
+    """Prefill/decode-disaggregated rollout: the role's engines split into a prefill pool and decode engines, the
+    prompt's KV moved from one to the other over `kv_link` (costs/pd_disagg.py; docs/rollout-quantisation.md)."""
+
+    prefill_engines: int = Field(
+        ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Engines of the role (tp GPUs each) that only prefill: one pool every decode engine shares")
+    decode_engines: int = Field(
+        ge=1, le=MAX_NODES * MAX_GPUS_PER_NODE,
+        description="Engines that only decode; prefill_engines + decode_engines = the role's GPUs / tp")
+    kv_link: Literal["nvlink", "rdma", "pcie"] = Field(
+        default="rdma",
+        description="What carries the KV from a prefill engine's GPUs to a decode engine's (NIXL / Mooncake): nvlink "
+        "(the profile's nvlink_gb_per_s, both in one NVLink domain), rdma (nic_gbit_per_s, one NIC per GPU) or pcie "
+        "(pcie_gb_per_s, staged through the host), each GPU of the prefill engine sending its KV shard at once",
+    )
+
+
 class EngineSpec(Strict):
     """Inference-engine settings (vLLM / SGLang names)."""
 
@@ -161,6 +179,9 @@ class EngineSpec(Strict):
         default=None, description="Quantised weights and KV cache in the engines (default: the model's bytes)")
     speculative: SpeculativeSpec | None = Field(
         default=None, description="Speculative decoding (MTP / EAGLE); default off")
+    disaggregation: DisaggregationSpec | None = Field(
+        default=None, description="Prefill/decode-disaggregated engines (rollout role only); default off: every "
+        "engine prefills and decodes")
 
     def shape(self, model):
         """The model as these engines hold it: its weight and KV bytes in the quantised formats."""
