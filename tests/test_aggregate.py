@@ -25,13 +25,30 @@ def _resolved(path, overrides=()):
 
 
 def test_plan_takes_the_largest_share_that_leaves_enough_engines_and_divides_the_batches():
-    plan, why = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml"))
+    path = SCENARIOS / "agentic" / "asearcher-7b.yaml"
+    plan, why = aggregate.plan(_resolved(path, ["simulation.engines=16"]))
     assert why == "" and plan.engines == 96 and plan.factor == 4  # 24 engines >= 16; 128 prompt groups / 4
     reduced = plan.reduced
     assert reduced.algorithm.prompts_per_step == 32
     assert reduced.schedule.consumer_batch_size == 32 and reduced.schedule.max_concurrent_rollouts == 32
     assert reduced.environments.pools["search_clients"].concurrency == 80
     assert reduced.cluster == plan.reduced.cluster  # pools and layouts unchanged: training stays exact
+    # by default an asynchronous run simulates at least 8 engines: 12 of 96, 16 prompt groups per step
+    plan, _ = aggregate.plan(_resolved(path))
+    assert plan.factor == 8 and plan.reduced.algorithm.prompts_per_step == 16
+    # a synchronous one at least 16 engines
+    plan, _ = aggregate.plan(_resolved(GRPO_7B, X8))
+    assert plan.factor == 4 and plan.engines // plan.factor == 16
+
+
+def test_plan_keeps_at_least_16_prompt_groups_per_step():
+    # 96 engines would allow 1/8 (12 engines), but 64 prompt groups / 8 leaves 8: 1/4 (16 groups, 24 engines)
+    plan, _ = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml", [
+        "algorithm.prompts_per_step=64", "schedule.consumer_batch_size=64", "schedule.max_concurrent_rollouts=64"]))
+    assert plan.factor == 4 and plan.reduced.algorithm.prompts_per_step == 16
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml", [
+        "algorithm.prompts_per_step=16", "schedule.consumer_batch_size=16", "schedule.max_concurrent_rollouts=16"]))
+    assert plan is None and "16 prompt groups per step" in why
 
 
 def test_plan_falls_back_with_a_reason():

@@ -50,6 +50,12 @@ SCALED_COLUMNS = (
 )
 SUPPORTED_KINDS = ("generation-only", "hybridflow", "one-step-off", "fully-async")
 SYNC_KINDS = ("generation-only", "hybridflow", "one-step-off")  # batches generated at once: tail subsampling
+# The share by default (simulation.engines null): the fewest engines simulated per schedule family, and the fewest
+# prompt groups per step in the share. A synchronous step's tail is extrapolated from the simulated engines'
+# finishing times (more engines, a steadier fit); an asynchronous run has no such tail, and its trainer batch is
+# the share repeated, so what it needs is enough distinct groups per step (benchmarks/aggregate_agreement.py).
+DEFAULT_ENGINES = {"sync": 16, "async": 8}
+MIN_GROUPS = 16
 # How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py over the
 # covered shipped scenarios scaled x8 (docs/usage.md, Large clusters): per schedule family, the figures'
 # largest differences seen.
@@ -71,6 +77,16 @@ class AggregatePlan:
 
 def _divisors_desc(n: int) -> list[int]:
     return sorted({d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
+
+
+def family(scn: Scenario) -> str:
+    return "sync" if scn.schedule.kind in SYNC_KINDS else "async"
+
+
+def min_engines(scn: Scenario) -> int:
+    """Rollout engines an aggregate run simulates at least: simulation.engines, or the schedule family's default."""
+    given = scn.simulation.engines
+    return given if given is not None else DEFAULT_ENGINES[family(scn)]
 
 
 def plan(scn: Scenario) -> tuple[AggregatePlan | None, str]:
@@ -95,11 +111,12 @@ def plan(scn: Scenario) -> tuple[AggregatePlan | None, str]:
         if value is not None:
             sizes.append(value)
     common = math.gcd(*sizes)
-    want = scn.simulation.engines
-    factor = next((d for d in _divisors_desc(common) if engines // d >= want), 1)
+    want = min_engines(scn)
+    groups = algo.prompts_per_step
+    factor = next((d for d in _divisors_desc(common) if engines // d >= want and groups // d >= MIN_GROUPS), 1)
     if factor == 1:
-        return None, (f"{engines} rollout engines: no share of them leaves at least simulation.engines={want} "
-                      f"engines and divides the batch sizes {sizes[1:]}")
+        return None, (f"{engines} rollout engines: no share of them leaves at least {want} engines and "
+                      f"{MIN_GROUPS} prompt groups per step and divides the batch sizes {sizes[1:]}")
     return AggregatePlan(factor, engines, _reduced(scn, factor)), ""
 
 
@@ -247,10 +264,9 @@ def meta(plan_: AggregatePlan | None, reason: str, requested: str) -> dict:
         if requested == "aggregate":
             out["aggregate_fallback"] = f"ran exactly: {reason}"
         return out
-    family = "sync" if plan_.reduced.schedule.kind in SYNC_KINDS else "async"
     return {"simulation_mode": "aggregate", "aggregate_factor": plan_.factor,
             "aggregate_engines_simulated": plan_.engines // plan_.factor, "aggregate_engines": plan_.engines,
-            "aggregate_expected_difference": EXPECTED_DIFFERENCE[family]}
+            "aggregate_expected_difference": EXPECTED_DIFFERENCE[family(plan_.reduced)]}
 
 
 def describe_mode(meta_: dict) -> str | None:
