@@ -78,15 +78,7 @@ def run(
         fail([f"--seeds: expected an integer >= 1, got {seeds}"])
     if seed is not None and not 0 <= seed < 2**63:
         fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
-    if mode is not None and mode not in ("exact", "aggregate"):
-        fail([f"--mode: expected exact or aggregate, got {mode!r}"])
-    if mode is not None:
-        set_ = [*(set_ or []), f"simulation.mode={mode}"]
-    if steps is not None:
-        if steps < 1:
-            fail([f"--steps: expected an integer >= 1, got {steps}"])
-        set_ = [*(set_ or []), f"steps={steps}"]
-    scn = load(scenario, set_, quiet=quiet)
+    scn = load(scenario, _option_overrides(set_, mode, steps), quiet=quiet)
     if seed is not None:
         scn = scn.model_copy(update={"seed": seed})
     seed_list = [scn.seed] if seeds == 1 else derive_seeds(scn.seed, seeds)
@@ -127,6 +119,19 @@ def run(
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
+
+
+def _option_overrides(set_: list[str] | None, mode: str | None, steps: int | None) -> list[str] | None:
+    """--mode and --steps as the --set overrides they stand for (after the user's own)."""
+    if mode is not None and mode not in ("exact", "aggregate"):
+        fail([f"--mode: expected exact or aggregate, got {mode!r}"])
+    if mode is not None:
+        set_ = [*(set_ or []), f"simulation.mode={mode}"]
+    if steps is not None:
+        if steps < 1:
+            fail([f"--steps: expected an integer >= 1, got {steps}"])
+        set_ = [*(set_ or []), f"steps={steps}"]
+    return set_
 
 
 def _seeded_band_lines(stats, scn, seeds: int) -> list[str]:
