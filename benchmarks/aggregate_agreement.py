@@ -2,14 +2,16 @@
 
 Runs shipped scenarios as shipped and scaled x8 by overrides (every pool's nodes, the prompts per step,
 the asynchronous batch and concurrency caps and the tool pools' concurrency x8: the same load per GPU),
-each in both modes, and prints per case the relative differences of throughput and mean step time, the
+each in both modes (asynchronous ones warmed up to steady state, as `rlsim run` does: measured right after
+one warm-up step, the pipeline's fill sets the step times, and it fills differently at 1/f of the
+concurrency), and prints per case the relative differences of throughput and mean step time, the
 largest difference of idle per pool (points), the relative difference of mean staleness and of the
 synchronous step's generation phase (the slowest engine: `timing_s/gen` or `timing_s/generate_async`),
 with the CPU seconds of each mode, and whether the case is within the acceptance tolerances (TOLERANCE:
 throughput and step time 2%, idle 2 points, staleness 5%, the synchronous tail 5%). A case the aggregate
 mode does not cover says why and is skipped; the last line counts the covered cases within tolerance.
 
-    python benchmarks/aggregate_agreement.py [--steps 3] [--seeds 1] [--scale 1 8] [--engines K]
+    python benchmarks/aggregate_agreement.py [--steps 3] [--seeds 1] [--scale 1 8] [--engines K] [--max-engines M]
         [scenario paths ...]   (default: every shipped run scenario but scenarios/scale, which are x8 scale-ups
         of shipped ones; --engines: simulation.engines, default the schedule family's)
 """
@@ -27,6 +29,7 @@ from rlsim.sim import aggregate
 from rlsim.sim.scenario.loader import load_scenario
 from rlsim.sim.scenario.placement import resolve_scenario
 from rlsim.sim.simulate import simulate
+from rlsim.tools.sweep.steady_state import steady_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from result_hashes import run_scenarios  # noqa: E402  (every shipped run scenario)
@@ -74,6 +77,7 @@ def rel(a: float | None, b: float | None) -> float | None:
 
 def run(path, overrides: list[str], mode: str, seed: int) -> tuple[dict, float, dict]:
     scn = load_scenario(path, [*overrides, f"simulation.mode={mode}", f"seed={seed}"])
+    scn, _ = steady_scenario(scn)  # asynchronous: warmed up past the pipeline's fill, as `rlsim run` does
     c0 = time.process_time()
     res = simulate(scn)
     return figures(res), time.process_time() - c0, res.meta
@@ -84,7 +88,8 @@ def within(out: dict) -> list[str]:
     return [k for k, tol in TOLERANCE.items() if out.get(k) is not None and abs(out[k]) > tol]
 
 
-def compare(path, factor: int, steps: int, seeds: int, engines: int | None) -> dict | str:
+def compare(path, factor: int, steps: int, seeds: int, engines: int | None, max_engines: int | None = None
+            ) -> dict | str:
     overrides = [*scale_overrides(path, factor), f"steps={steps}"]
     if engines is not None:
         overrides.append(f"simulation.engines={engines}")
@@ -94,6 +99,8 @@ def compare(path, factor: int, steps: int, seeds: int, engines: int | None) -> d
     plan, why = aggregate.plan(resolved)
     if plan is None:
         return f"not covered: {why}"
+    if max_engines is not None and plan.engines > max_engines:
+        return f"skipped: {plan.engines} rollout engines > --max-engines {max_engines} (the exact run's cost)"
     diffs: dict[str, list[float]] = {"throughput": [], "step": [], "idle": [], "staleness": [], "tail": []}
     cpu = {"exact": 0.0, "aggregate": 0.0}
     for seed in range(seeds):
@@ -118,6 +125,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--scale", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--engines", type=int, default=None, help="simulation.engines of the aggregate runs")
+    ap.add_argument("--max-engines", type=int, default=None, help="skip cases with more rollout engines")
     args = ap.parse_args()
     paths = args.paths or [p for p in run_scenarios() if p.parent.name != "scale"]  # scale/: x8 of a shipped one
 
@@ -133,7 +141,7 @@ def main() -> None:
     for path in paths:
         for factor in args.scale:
             name = str(path).split("scenarios/")[-1].removesuffix(".yaml")
-            out = compare(path, factor, args.steps, args.seeds, args.engines)
+            out = compare(path, factor, args.steps, args.seeds, args.engines, args.max_engines)
             if isinstance(out, str):
                 print(f"{name:<44} {factor:>2} {out}")
                 continue
