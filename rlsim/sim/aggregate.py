@@ -57,12 +57,13 @@ SYNC_KINDS = ("generation-only", "hybridflow", "one-step-off")  # batches genera
 DEFAULT_ENGINES = {"sync": 16, "async": 8}
 MIN_GROUPS = 16
 # How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py over the
-# covered shipped scenarios scaled x8 (docs/usage.md, Large clusters): per schedule family, the figures'
-# largest differences seen.
+# covered shipped scenarios and their x8 scale-ups (docs/benchmarks.md, Aggregate mode): per schedule family.
 EXPECTED_DIFFERENCE = {
-    "sync": "throughput and step time within ~2%, the generation tail within ~4%, idle per pool within ~3 points",
-    "async": "throughput and step time within ~3.5%, staleness within ~1%, idle per pool within ~4 points "
-             "(per seed: an aggregate run is noisier, give it more steps or seeds)",
+    "sync": "throughput and step time within ~2%, the generation tail within ~2%, idle per pool within ~2.5 points "
+            "(averaged over seeds: one seed's step tail swings with whether its batch reaches the length cap)",
+    "async": "throughput and step time within ~2% where generation sets the pace, up to ~6% where the trainer "
+             "does; staleness within ~1%, idle per pool within ~2 points (steady state; per seed an aggregate "
+             "run is noisier, give it more steps or seeds)",
 }
 
 
