@@ -79,6 +79,7 @@ def test_aggregate_agrees_with_exact_on_a_128_gpu_synchronous_run():
     agg = simulate(load_scenario(GRPO_7B, [*X8, "steps=2", "simulation.mode=aggregate"]))
     assert agg.meta["simulation_mode"] == "aggregate" and agg.meta["aggregate_factor"] == 4
     assert "rollout engines simulated" in aggregate.describe_mode(agg.meta)
+    assert "at least 16 engines (the default for a synchronous schedule)" in agg.meta["aggregate_share_rule"]
     assert agg.meta["events"] < exact.meta["events"] / 2
     # counts scaled back: every step trains the full batch
     assert (agg.measured_steps["samples"] == 512 * 8).all()

@@ -265,16 +265,23 @@ def meta(plan_: AggregatePlan | None, reason: str, requested: str) -> dict:
         if requested == "aggregate":
             out["aggregate_fallback"] = f"ran exactly: {reason}"
         return out
+    scn = plan_.reduced
+    default = "the default for a synchronous schedule" if family(scn) == "sync" else \
+        "the default for an asynchronous schedule"
+    source = "simulation.engines" if scn.simulation.engines is not None else default
+    rule = (f"the largest share leaving at least {min_engines(scn)} engines ({source}) and {MIN_GROUPS} prompt "
+            "groups per step")
     return {"simulation_mode": "aggregate", "aggregate_factor": plan_.factor,
             "aggregate_engines_simulated": plan_.engines // plan_.factor, "aggregate_engines": plan_.engines,
-            "aggregate_expected_difference": EXPECTED_DIFFERENCE[family(plan_.reduced)]}
+            "aggregate_share_rule": rule, "aggregate_expected_difference": EXPECTED_DIFFERENCE[family(scn)]}
 
 
 def describe_mode(meta_: dict) -> str | None:
     """One line for the screen, or None for an exact run that was not asked to aggregate."""
     if meta_.get("simulation_mode") == "aggregate":
+        rule = f", {meta_['aggregate_share_rule']}" if "aggregate_share_rule" in meta_ else ""
         return (f"aggregate mode: {meta_['aggregate_engines_simulated']} of {meta_['aggregate_engines']} rollout "
-                f"engines simulated (1/{meta_['aggregate_factor']} of the load); expected vs exact: "
+                f"engines simulated (1/{meta_['aggregate_factor']} of the load{rule}); expected vs exact: "
                 f"{meta_['aggregate_expected_difference']}")
     if "aggregate_fallback" in meta_:
         return f"aggregate mode not applicable, {meta_['aggregate_fallback']}"
