@@ -104,6 +104,12 @@ def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
     assert len(prompt) == len(response) == 256 * 8
     assert response.max() == full.max()  # the same draw: the batch's longest sequence is simulated
     assert response.mean() == pytest.approx(full.mean(), rel=0.05)
+    # the trainer's full batch: the simulated share with the rows not simulated, the whole draw once (not the
+    # share, and its longest group, repeated 8 times)
+    full_prompt, _ = LengthSampler(scn.workload, np.random.default_rng(3))(256 * 8, 8, 0)
+    batch = aggregate.TrainerBatch(8, rng, sub)(prompt + response)
+    assert sorted(batch) == sorted(full_prompt + full) and not sub.rest
+    assert len(aggregate.TrainerBatch(8, rng)(prompt + response)) == 256 * 8 * 8  # no draw kept: repeated
 
 
 def _extensions(draw, k=64, factor=8, trials=200):
