@@ -9,8 +9,9 @@ training side) and:
   idle per pool and the cluster's idle stay right);
 - divides the generation load by f: prompts per step, the asynchronous trainer's batch and admission
   caps, and the tool pools' concurrency (rounded up);
-- trains exactly: the trainer's phases take a full-size batch (the share repeated f times, shuffled:
-  `TrainerBatch`) on the full training GPUs, and a weight sync reaches all N engines' GPUs;
+- trains exactly: the trainer's phases take a full-size batch (`TrainerBatch`: a synchronous step's whole
+  draw, an asynchronous one's share repeated f times, shuffled) on the full training GPUs, and a weight
+  sync reaches all N engines' GPUs;
 - scales the step rows' counts (samples, tokens, groups, preemptions) and the token and trajectory
   totals back by f; rates, times, fractions and staleness need no scaling.
 
@@ -60,7 +61,7 @@ MIN_GROUPS = 16
 # How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py over the
 # covered shipped scenarios and their x8 scale-ups (docs/benchmarks.md, Aggregate mode): per schedule family.
 EXPECTED_DIFFERENCE = {
-    "sync": "throughput and step time within ~2%, the generation tail within ~2%, idle per pool within ~2.5 points "
+    "sync": "throughput and step time within ~2%, the generation tail within ~3%, idle per pool within ~2.5 points "
             "(averaged over seeds: one seed's step tail swings with whether its batch reaches the length cap)",
     "async": "throughput and step time within ~2% where generation sets the pace, up to ~6% where the trainer "
              "does; staleness within ~1%, idle per pool within ~2 points (steady state; per seed an aggregate "
