@@ -7,7 +7,7 @@ load as in the shipped run. Prints per case the medians over repeats of wall tim
 sim-s per wall-s and per CPU-s, events and microseconds of wall time per event.
 
     python benchmarks/agentic_scale.py [--repeats 3] [--steps 2] [--case 128|1024] [--mode exact|aggregate]
-        [--engines 16]   (aggregate: rollout engines simulated at least; also prints peak memory)
+        [--engines K]   (aggregate: rollout engines simulated at least, default the schedule's; prints peak memory)
 """
 
 from __future__ import annotations
@@ -29,15 +29,17 @@ SCALE_1024 = [  # 8x the shipped 128 GPUs, every per-GPU load kept
 ]
 
 
-def case_overrides(case: str, steps: int | None, mode: str = "exact", engines: int = 16) -> list[str]:
+def case_overrides(case: str, steps: int | None, mode: str = "exact", engines: int | None = None) -> list[str]:
     overrides = list(SCALE_1024) if case == "1024" else []
-    overrides += [f"simulation.mode={mode}", f"simulation.engines={engines}"]
+    overrides.append(f"simulation.mode={mode}")
+    if engines is not None:
+        overrides.append(f"simulation.engines={engines}")
     if steps is not None:
         overrides.append(f"steps={steps}")
     return overrides
 
 
-def measure(case: str, steps: int | None, repeats: int, mode: str = "exact", engines: int = 16) -> dict:
+def measure(case: str, steps: int | None, repeats: int, mode: str = "exact", engines: int | None = None) -> dict:
     scn = load_scenario(SCENARIO, case_overrides(case, steps, mode, engines))
     walls, cpus, res = [], [], None
     for _ in range(repeats):
@@ -60,7 +62,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="measured steps (default: the scenario's, 5)")
     ap.add_argument("--case", choices=["128", "1024", "both"], default="both")
     ap.add_argument("--mode", choices=["exact", "aggregate"], default="exact")
-    ap.add_argument("--engines", type=int, default=16, help="aggregate mode: rollout engines simulated at least")
+    ap.add_argument("--engines", type=int, default=None,
+                    help="aggregate mode: rollout engines simulated at least (default: the schedule's, 8 async)")
     args = ap.parse_args()
     cases = ["128", "1024"] if args.case == "both" else [args.case]
     steps = {"128": args.steps, "1024": args.steps if args.steps is not None else 2}

@@ -222,3 +222,32 @@ def test_lent_engines_take_agent_turns_only_while_awake(colocated, turns, latenc
     assert not (res.trajectories["reason"] == Reason.MID_GENERATION).any()
     done = res.trajectories[res.trajectories["outcome"] == "completed"]
     assert (done["turns"] == done["turns_planned"]).all()
+
+
+@pytest.mark.parametrize("kind", ["fully-async", "hybridflow"])
+def test_agent_turns_and_tokens_per_turn_drift_with_a_mean_schedule(kind):
+    """A lognormal's mean_schedule moves agent turns and tokens per turn over the run, as it does responses."""
+    data = small({"kind": kind, "placement": "custom"} if kind == "hybridflow" else None)
+    data["steps"] = 4
+    data["workload"]["agent"]["turns"] = {"kind": "lognormal", "mean": 3, "sigma": 0.3, "max": 20,
+                                          "mean_schedule": [{"from_step": 2, "mean": 9}]}
+    data["workload"]["agent"]["tokens_per_turn"] = {"kind": "lognormal", "mean": 100, "sigma": 0.3, "max": 2048,
+                                                    "mean_schedule": [{"from_step": 0, "mean": 100, "to_mean": 400,
+                                                                       "steps": 3}]}
+    data["environments"]["pools"]["workers"]["concurrency"] = 64
+    res = simulate(parse_scenario(data, source="test"))
+    trajs = res.trajectories.sort_values("trajectory")  # launch order
+    trajs = trajs[trajs["turns"] > 0]  # those that ran (an asynchronous run ends with some not started)
+    turns_planned = trajs["turns_planned"].to_numpy()
+    generated = trajs["generated_tokens"].to_numpy() / trajs["turns"].clip(lower=1).to_numpy()
+    early, late = slice(0, 24), slice(-24, None)  # the first and last step's trajectories (6 prompts x 4)
+    assert turns_planned[early].mean() < 5 < turns_planned[late].mean()
+    assert generated[early].mean() < 200 < generated[late].mean()
+
+
+def test_agent_drift_refuses_group_shapes():
+    data = small()
+    data["workload"]["agent"]["turns"] = {"kind": "lognormal", "mean": 3, "sigma": 0.3, "max": 20,
+                                          "group_correlation": 0.5}
+    with pytest.raises(Exception, match="agent.turns: group_correlation and wrong_fraction shape"):
+        parse_scenario(data, source="test")

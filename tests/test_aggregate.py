@@ -25,13 +25,30 @@ def _resolved(path, overrides=()):
 
 
 def test_plan_takes_the_largest_share_that_leaves_enough_engines_and_divides_the_batches():
-    plan, why = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml"))
+    path = SCENARIOS / "agentic" / "asearcher-7b.yaml"
+    plan, why = aggregate.plan(_resolved(path, ["simulation.engines=16"]))
     assert why == "" and plan.engines == 96 and plan.factor == 4  # 24 engines >= 16; 128 prompt groups / 4
     reduced = plan.reduced
     assert reduced.algorithm.prompts_per_step == 32
     assert reduced.schedule.consumer_batch_size == 32 and reduced.schedule.max_concurrent_rollouts == 32
     assert reduced.environments.pools["search_clients"].concurrency == 80
     assert reduced.cluster == plan.reduced.cluster  # pools and layouts unchanged: training stays exact
+    # by default an asynchronous run simulates at least 8 engines: 12 of 96, 16 prompt groups per step
+    plan, _ = aggregate.plan(_resolved(path))
+    assert plan.factor == 8 and plan.reduced.algorithm.prompts_per_step == 16
+    # a synchronous one at least 16 engines
+    plan, _ = aggregate.plan(_resolved(GRPO_7B, X8))
+    assert plan.factor == 4 and plan.engines // plan.factor == 16
+
+
+def test_plan_keeps_at_least_16_prompt_groups_per_step():
+    # 96 engines would allow 1/8 (12 engines), but 64 prompt groups / 8 leaves 8: 1/4 (16 groups, 24 engines)
+    plan, _ = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml", [
+        "algorithm.prompts_per_step=64", "schedule.consumer_batch_size=64", "schedule.max_concurrent_rollouts=64"]))
+    assert plan.factor == 4 and plan.reduced.algorithm.prompts_per_step == 16
+    plan, why = aggregate.plan(_resolved(SCENARIOS / "agentic" / "asearcher-7b.yaml", [
+        "algorithm.prompts_per_step=16", "schedule.consumer_batch_size=16", "schedule.max_concurrent_rollouts=16"]))
+    assert plan is None and "16 prompt groups per step" in why
 
 
 def test_plan_falls_back_with_a_reason():
@@ -62,6 +79,7 @@ def test_aggregate_agrees_with_exact_on_a_128_gpu_synchronous_run():
     agg = simulate(load_scenario(GRPO_7B, [*X8, "steps=2", "simulation.mode=aggregate"]))
     assert agg.meta["simulation_mode"] == "aggregate" and agg.meta["aggregate_factor"] == 4
     assert "rollout engines simulated" in aggregate.describe_mode(agg.meta)
+    assert "at least 16 engines (the default for a synchronous schedule)" in agg.meta["aggregate_share_rule"]
     assert agg.meta["events"] < exact.meta["events"] / 2
     # counts scaled back: every step trains the full batch
     assert (agg.measured_steps["samples"] == 512 * 8).all()
@@ -86,6 +104,12 @@ def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
     assert len(prompt) == len(response) == 256 * 8
     assert response.max() == full.max()  # the same draw: the batch's longest sequence is simulated
     assert response.mean() == pytest.approx(full.mean(), rel=0.05)
+    # the trainer's full batch: the simulated share with the rows not simulated, the whole draw once (not the
+    # share, and its longest group, repeated 8 times)
+    full_prompt, _ = LengthSampler(scn.workload, np.random.default_rng(3))(256 * 8, 8, 0)
+    batch = aggregate.TrainerBatch(8, rng, sub)(prompt + response)
+    assert sorted(batch) == sorted(full_prompt + full) and not sub.rest
+    assert len(aggregate.TrainerBatch(8, rng)(prompt + response)) == 256 * 8 * 8  # no draw kept: repeated
 
 
 def _extensions(draw, k=64, factor=8, trials=200):

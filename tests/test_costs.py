@@ -477,3 +477,29 @@ def test_offload_onload_over_pcie(a100, llama7b):
     with_grads = offload_time(llama7b, a100, 1, 1, 8, grads=True)
     assert with_grads == pytest.approx((size + 4 * N7B / 8) / 25e9)
     assert offload_time(llama7b, a100, 1, 1, 8, params=False, optimizer=False) == 0.0
+
+
+def _heap_deal(lens, dp):
+    """The deal by a heap alone: each sequence, longest first, to the lightest rank (lowest index on ties)."""
+    import heapq
+
+    order = np.argsort(-np.asarray(lens), kind="stable")
+    heap, owner = [(0, r) for r in range(dp)], np.empty(len(lens), dtype=np.int64)
+    for i in order.tolist():
+        load, r = heap[0]
+        owner[i] = r
+        heapq.heapreplace(heap, (load + int(lens[i]), r))
+    return [np.flatnonzero(owner == r) for r in range(dp)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 40_000), min_size=1, max_size=600), st.integers(2, 64), st.sampled_from([1, 7, 64]))
+def test_dealing_in_rounds_is_the_heaps_deal(lens, dp, repeat):
+    """split_indices_across_dp deals whole rounds at once: the same owners as the heap, tied and repeated lengths
+    (the aggregate mode's batch: a share repeated) included."""
+    from rlsim.sim.costs.training import split_indices_across_dp
+
+    lens = np.array(lens * repeat, dtype=np.int64) // (1 if repeat != 7 else 1000)  # 7: many ties
+    lens = np.maximum(lens, 1)
+    got = split_indices_across_dp(lens, dp, True)
+    assert all(np.array_equal(a, b) for a, b in zip(got, _heap_deal(lens, dp), strict=True))

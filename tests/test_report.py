@@ -31,10 +31,12 @@ from rlsim.tools.report.plots import (  # noqa: E402
     engine_load,
     gantt,
     idle_by_pool,
+    idle_by_step,
     long_tail,
     sample_staleness,
     staleness_hist,
     step_breakdown,
+    step_series,
 )
 from rlsim.tools.report.trace import chrome_trace, to_chrome_trace  # noqa: E402
 
@@ -352,6 +354,30 @@ def test_tail_and_engines(result):
     closed = closed_engine_stats(result.engine_stats, result.timeline)
     last = closed.sort_values("time_s").groupby("engine").tail(1)
     assert (last["running"] == 0).all()
+
+
+def test_idle_by_step_is_busy_by_pool_over_each_step():
+    tl, steps = synthetic_rl()
+    pools = {"rollout": 6, "train": 8}
+    per_step = idle_by_step(tl, steps, pools)
+    for i in range(len(steps)):
+        one = steps.iloc[[i]].assign(warmup=False)
+        expected = busy_by_pool(tl, one, pools)["idle"]
+        assert per_step.iloc[i].to_dict() == pytest.approx(expected.to_dict())
+    fig = step_series(steps, tl, pools)
+    assert [a.get_ylabel() for a in fig.axes] == ["step time (s)", "staleness (versions)",
+                                                  "idle (% of pool GPU-time)"]
+    assert isinstance(step_series(steps.iloc[0:0], tl), Figure)
+
+
+def test_run_with_steps_writes_the_step_series(tmp_path):
+    res = CliRunner().invoke(app, ["run", "quickstart", "--steps", "20", "--set", "algorithm.prompts_per_step=4",
+                                   "--out", str(tmp_path), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert len(pd.read_csv(tmp_path / "steps.csv").query("not warmup")) == 20
+    assert (tmp_path / "step_series.png").stat().st_size > 0 and not (tmp_path / "gantt.png").exists()
+    res = CliRunner().invoke(app, ["run", "quickstart", "--steps", "0", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "--steps" in res.output
 
 
 def test_plots_handle_empty_tables():

@@ -126,12 +126,12 @@ class AsyncRolloutSchedule(RLSchedule):
         if agent is not None:
             prompt = int(scn.workload.prompt_length.sample(env.rng, 1)[0])
             g.pending = size
-            for turns in agent.turns.sample(env.rng, size):
+            for turns in agent.turns.sample_groups(env.rng, size, 1, self.rollout_version):
                 s = Sample(len(self.samples_all), g, prompt, 0)
                 self.samples_all.append(s)
                 self.collector.sample_started(s.sid, None, prompt, env.now)
                 g.samples.append(s)
-                s.trajectory = Trajectory(s.sid, prompt, int(turns))
+                s.trajectory = Trajectory(s.sid, prompt, int(turns), step=self.rollout_version)
                 engine = self.balancer.pick()
                 self.balancer.pin(engine)
                 proc = env.process(run_trajectory(env, engine, self.tools, agent, s.trajectory,

@@ -164,7 +164,7 @@ class RLSchedule(Schedule):
         scn, env = self.scenario, self.env
         agent = scn.workload.agent
         prompt = np.repeat(scn.workload.prompt_length.sample(env.rng, n_prompts), samples_per_prompt)
-        turns = agent.turns.sample(env.rng, len(prompt))
+        turns = agent.turns.sample_groups(env.rng, len(prompt), 1, env.rl_step)  # mean_schedule: drift
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         trajs, procs, last = [], [], {}  # last: trajectory id -> the request its latest turn ran as
 
@@ -172,7 +172,7 @@ class RLSchedule(Schedule):
             last[t.tid] = req
 
         for i in range(len(prompt)):
-            t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]))
+            t = Trajectory(len(self.trajectories) + i, int(prompt[i]), int(turns[i]), step=env.rl_step)
             trajs.append(t)
             engine = self.engines[where[i]]
             procs.append(env.process(run_trajectory(env, engine, self.tools, agent, t, on_request=track)))

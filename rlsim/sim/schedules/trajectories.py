@@ -41,6 +41,7 @@ class Trajectory:
     engine: str | None = None
     cancelled: bool = False  # set by the schedule (redundant, expired): stop at the next await
     started_s: float = 0.0
+    step: int = 0  # RL step (async: policy version) it started at: where a mean_schedule has the laws
     finished_s: float | None = None
 
     @property
@@ -83,7 +84,7 @@ def run_trajectory(env, engine, tools, agent, traj: Trajectory, on_request=None,
     new_tokens = traj.prompt_tokens
     max_context, tokens_per_turn, last_turn = agent.max_context_tokens, agent.tokens_per_turn, traj.turns_planned - 1
     pick = tool_picker(agent.tool_mix)  # validation refuses an agent without tools
-    turn_tokens, submit, key = tokens_per_turn.sampler(), engine.submit, ("traj", traj.tid)
+    turn_tokens, submit, key = tokens_per_turn.sampler(traj.step), engine.submit, ("traj", traj.tid)
     next_rid = env.next_request_id
     awake = None if balancer is None else balancer.is_awake
     for turn in range(traj.turns_planned):

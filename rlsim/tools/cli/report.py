@@ -22,6 +22,7 @@ class PlotKind(StrEnum):
     staleness = "staleness"
     tail = "tail"
     engines = "engines"
+    series = "series"
     all = "all"
 
 

@@ -56,6 +56,10 @@ def run(
         help="exact (every engine) or aggregate (a share of identical rollout engines, faster; "
         "same as --set simulation.mode=...)"
     )] = None,
+    steps: Annotated[int | None, typer.Option(
+        help="Measured RL steps (same as --set steps=N): a whole-run projection, e.g. --steps 500 --mode aggregate; "
+        "from 20 steps on the results folder holds step_series.png (step time, staleness, idle per step)"
+    )] = None,
     quiet: QuietOption = False,
 ) -> None:
     """Simulate a scenario, print a summary table and write the results folder.
@@ -74,11 +78,7 @@ def run(
         fail([f"--seeds: expected an integer >= 1, got {seeds}"])
     if seed is not None and not 0 <= seed < 2**63:
         fail([f"--seed: expected an integer from 0 to 2^63 - 1, got {seed}"])
-    if mode is not None and mode not in ("exact", "aggregate"):
-        fail([f"--mode: expected exact or aggregate, got {mode!r}"])
-    if mode is not None:
-        set_ = [*(set_ or []), f"simulation.mode={mode}"]
-    scn = load(scenario, set_, quiet=quiet)
+    scn = load(scenario, _option_overrides(set_, mode, steps), quiet=quiet)
     if seed is not None:
         scn = scn.model_copy(update={"seed": seed})
     seed_list = [scn.seed] if seeds == 1 else derive_seeds(scn.seed, seeds)
@@ -91,7 +91,7 @@ def run(
         for i, s in enumerate(seed_list):
             label = f"simulating {scn.name}" + (f" (seed {i + 1}/{seeds})" if seeds > 1 else "")
             results.append(simulate_with_progress(scn, seed=s, bar=bar, label=label))
-    written = write_results(results[0], out_dir, plots=plots)
+    written = write_results(results[0], out_dir, plots=plots, series=True)
     stats = None
     if seeds > 1:
         replicates = pd.DataFrame([run_metrics(r) for r in results], index=pd.Index(seed_list, name="seed"))
@@ -119,6 +119,19 @@ def run(
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
     names = ", ".join(p.name for p in written)
     console.print(f"results in {out_dir}/ ({names})", highlight=False, soft_wrap=True)
+
+
+def _option_overrides(set_: list[str] | None, mode: str | None, steps: int | None) -> list[str] | None:
+    """--mode and --steps as the --set overrides they stand for (after the user's own)."""
+    if mode is not None and mode not in ("exact", "aggregate"):
+        fail([f"--mode: expected exact or aggregate, got {mode!r}"])
+    if mode is not None:
+        set_ = [*(set_ or []), f"simulation.mode={mode}"]
+    if steps is not None:
+        if steps < 1:
+            fail([f"--steps: expected an integer >= 1, got {steps}"])
+        set_ = [*(set_ or []), f"steps={steps}"]
+    return set_
 
 
 def _seeded_band_lines(stats, scn, seeds: int) -> list[str]:

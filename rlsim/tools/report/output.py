@@ -84,8 +84,13 @@ def prepare_out_dir(out_dir: Path) -> str | None:
     return None
 
 
-def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Path]:
-    """Write the contract files (+ meta.json, samples.csv, engine_stats.csv, Parquet, PNG plots)."""
+SERIES_MIN_STEPS = 20  # from this many steps on, the results folder holds step_series.png even without plots
+
+
+def write_results(result: Result, out_dir: Path, plots: bool = True, series: bool = False) -> list[Path]:
+    """Write the contract files (+ meta.json, samples.csv, engine_stats.csv, Parquet, PNG plots).
+
+    `series` without `plots`: step_series.png alone, for a run of at least SERIES_MIN_STEPS steps."""
     from rlsim.tools.report.trace import to_chrome_trace, write_trace
 
     out = Path(out_dir)
@@ -129,6 +134,10 @@ def write_results(result: Result, out_dir: Path, plots: bool = True) -> list[Pat
         from rlsim.tools.report.plots import save_default_plots
 
         written += save_default_plots(result, out)
+    elif series and len(result.steps) >= SERIES_MIN_STEPS:  # a whole-run projection: its per-step series is the answer
+        from rlsim.tools.report.plots import RunTables, save_plots
+
+        written += save_plots(RunTables.from_result(result), out, ["series"])
     return written
 
 

@@ -378,6 +378,76 @@ def engine_load(
     return fig
 
 
+def idle_by_step(
+    timeline: pd.DataFrame, steps: pd.DataFrame, pool_gpus: Mapping[str, int] | None = None
+) -> pd.DataFrame:
+    """Idle share of each pool's GPU-time within each step's [start_s, end_s] (rows: steps, columns: pools).
+
+    Busy GPU-seconds before t, B(t) = sum over intervals started before t of gpus x (min(t, end) - start), from
+    cumulative sums over the sorted starts and ends: one pass for any number of steps."""
+    if pool_gpus is None:
+        pool_gpus = timeline.drop_duplicates("gpu_group").groupby("pool")["gpus"].sum().to_dict()
+    t0, t1 = steps["start_s"].to_numpy(float), steps["end_s"].to_numpy(float)
+    out = {}
+    for pool, size in pool_gpus.items():
+        rows = timeline[timeline["pool"] == pool]
+        g = rows["gpus"].to_numpy(float)
+
+        def busy_before(t, rows=rows, g=g):
+            total = np.zeros_like(t)
+            for col, sign in (("start_s", 1.0), ("end_s", -1.0)):
+                x = rows[col].to_numpy(float)
+                order = np.argsort(x, kind="stable")
+                xs, gs = x[order], g[order]
+                cg, cgx = np.concatenate([[0.0], np.cumsum(gs)]), np.concatenate([[0.0], np.cumsum(gs * xs)])
+                k = np.searchsorted(xs, t, side="left")
+                total += sign * (cg[k] * t - cgx[k])
+            return total
+
+        window = (t1 - t0) * size
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = 1.0 - (busy_before(t1) - busy_before(t0)) / window
+        out[pool] = np.clip(np.where(window > 0, share, np.nan), 0.0, 1.0)
+    return pd.DataFrame(out, index=steps["step"].to_numpy() if "step" in steps else None)
+
+
+def step_series(
+    steps: pd.DataFrame, timeline: pd.DataFrame, pool_gpus: Mapping[str, int] | None = None
+) -> Figure:
+    """Per step over the run: step time, staleness (mean and max of the step's samples) and idle per pool."""
+    if steps.empty or "timing_s/step" not in steps:
+        return empty_figure("Per-step series", "no steps")
+    x = steps["step"].to_numpy() if "step" in steps else np.arange(len(steps))
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True)
+    ax = axes[0]
+    ax.plot(x, steps["timing_s/step"], lw=1.0, color="#1f77b4")
+    ax.set_ylabel("step time (s)")
+    ax.set_title("Per-step series over the run" + (" (grey: warm-up)" if "warmup" in steps else ""))
+    ax = axes[1]
+    if "staleness/mean" in steps and steps["staleness/mean"].notna().any():
+        ax.plot(x, steps["staleness/mean"], lw=1.0, label="mean", color="#d62728")
+        if "staleness/max" in steps:
+            ax.plot(x, steps["staleness/max"], lw=0.8, ls="--", label="max", color="#ff9896")
+        ax.legend(fontsize=8, frameon=False, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no staleness recorded", ha="center", va="center", transform=ax.transAxes, fontsize=9)
+    ax.set_ylabel("staleness (versions)")
+    ax = axes[2]
+    idle = idle_by_step(timeline, steps, pool_gpus) if not timeline.empty else pd.DataFrame()
+    for pool in idle.columns:
+        ax.plot(x, 100 * idle[pool].to_numpy(), lw=1.0, label=pool)
+    if len(idle.columns):
+        ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_ylabel("idle (% of pool GPU-time)")
+    ax.set_xlabel("RL step")
+    if "warmup" in steps and steps["warmup"].astype(bool).any():
+        last = x[steps["warmup"].astype(bool).to_numpy()].max()
+        for a in axes:
+            a.axvspan(x.min() - 0.5, last + 0.5, color="#dddddd", alpha=0.5, lw=0)
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------- a run's tables, and saving
 
 
@@ -397,6 +467,7 @@ PLOTS: dict[str, tuple[str, Callable[[RunTables], Figure]]] = {
     "staleness": ("staleness", lambda t: staleness_hist(t.samples, t.steps)),
     "tail": ("long_tail", lambda t: long_tail(t.samples, t.steps)),
     "engines": ("engines", lambda t: engine_load(t.engine_stats, t.steps, t.max_num_seqs, t.timeline)),
+    "series": ("step_series", lambda t: step_series(t.steps, t.timeline, t.pool_gpus)),
 }
 
 

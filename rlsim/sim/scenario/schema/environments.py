@@ -295,8 +295,8 @@ class WorkloadSpec(Strict):
                 raise ValueError(f"{' and '.join(missing)} required (or a length_trace)")
         _refuse_per_group(self.prompt_length, "prompt_length")
         if self.agent is not None:
-            _refuse_per_group(self.agent.turns, "agent.turns")
-            _refuse_per_group(self.agent.tokens_per_turn, "agent.tokens_per_turn")
+            _refuse_per_group(self.agent.turns, "agent.turns", drift=True)
+            _refuse_per_group(self.agent.tokens_per_turn, "agent.tokens_per_turn", drift=True)
         return self
 
 

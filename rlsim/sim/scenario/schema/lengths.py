@@ -50,13 +50,14 @@ class LengthDistributionBase(Strict):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """n i.i.d. integer lengths >= 1."""
 
-    def sampler(self) -> LengthDraw:
-        """One length per call, from the same draws as `sample(rng, 1)`: for a caller drawing many from one law.
+    def sampler(self, step: int = 0) -> LengthDraw:
+        """One length per call, from the same draws as `sample_groups(rng, 1, 1, step)`: for a caller drawing many
+        from one law (at RL step `step`: a lognormal's mean_schedule).
 
         A multi-turn agent draws one per turn and per tool call, where the array machinery costs more
         than the draw; scalar draws of numpy's Generator consume its stream exactly as size-1 arrays do.
         """
-        return lambda rng: int(self.sample(rng, 1)[0])
+        return lambda rng: int(self.sample_groups(rng, 1, 1, step)[0])
 
     def sample_groups(self, rng: np.random.Generator, n_groups: int, group_size: int, step: int) -> np.ndarray:
         """n_groups * group_size response lengths (groups contiguous) at RL step `step`."""
@@ -89,7 +90,7 @@ class FixedLength(LengthDistributionBase):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.full(n, self.value, dtype=np.int64)
 
-    def sampler(self) -> LengthDraw:
+    def sampler(self, step: int = 0) -> LengthDraw:
         value = int(self.value)
         return lambda rng: value
 
@@ -119,7 +120,7 @@ class UniformLength(LengthDistributionBase):
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.integers(self.min, self.max, size=n, endpoint=True, dtype=np.int64)
 
-    def sampler(self) -> LengthDraw:
+    def sampler(self, step: int = 0) -> LengthDraw:
         low, high = self.min, self.max
         return lambda rng: int(rng.integers(low, high, endpoint=True, dtype=np.int64))
 
@@ -230,10 +231,10 @@ class LognormalLength(LengthDistributionBase):
     def sample_groups(self, rng: np.random.Generator, n_groups: int, group_size: int, step: int) -> np.ndarray:
         return self.sample_shaped(rng, n_groups, group_size, step)[0]
 
-    def sampler(self) -> LengthDraw:
+    def sampler(self, step: int = 0) -> LengthDraw:
         if not self.plain:
-            return super().sampler()
-        mean, cap = self.stage_at(0)
+            return super().sampler(step)
+        mean, cap = self.stage_at(step)
         lognormal, low = lognormal_sampler(_plain_mu(mean, self.sigma), self.sigma), self.min
         # np.clip(np.rint(x), min, cap): rint and round both go half-even. The draw is numpy's own lognormal.
         # min(cap, max(low, n)) is written out: the builtins' argument parsing costs more than the comparisons.
@@ -364,11 +365,15 @@ class LengthTrace(Strict):
     )
 
 
-def _refuse_per_group(dist: LengthDistributionBase | None, where: str) -> None:
-    if dist is not None and dist.per_group:
-        raise ValueError(
-            f"{where}: group_correlation, wrong_fraction and mean_schedule shape workload.response_length only"
-        )
+def _refuse_per_group(dist: LengthDistributionBase | None, where: str, drift: bool = False) -> None:
+    """Refuse the options that only workload.response_length takes; `drift`: a mean_schedule is allowed (agent
+    turns and tokens per turn drift over a run as responses do)."""
+    if dist is None or not dist.per_group:
+        return
+    if drift and dist.group_correlation == 0 and dist.wrong_fraction == 0:
+        return
+    only = "group_correlation and wrong_fraction" if drift else "group_correlation, wrong_fraction and mean_schedule"
+    raise ValueError(f"{where}: {only} shape workload.response_length only")
 
 
 # ---------------------------------------------------------------- the shaped lognormal's arithmetic

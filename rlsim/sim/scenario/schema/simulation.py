@@ -16,8 +16,9 @@ class SimulationSpec(Strict):
     mode: Literal["exact", "aggregate"] = Field(
         default="exact", description="exact: every engine; aggregate: a sample of the rollout engines (faster)"
     )
-    engines: int = Field(
-        default=16, gt=0, le=100_000,
+    engines: int | None = Field(
+        default=None, gt=0, le=100_000,
         description="aggregate: rollout engines simulated at least (the share is the largest that divides the "
-        "engine count and the batch sizes and leaves this many engines)",
+        "engine count and the batch sizes and leaves this many engines and 16 prompt groups per step); null: "
+        "16 for a synchronous schedule, 8 for an asynchronous one",
     )
