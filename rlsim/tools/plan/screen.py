@@ -1,11 +1,11 @@
 """Three tiers of pruning for `rlsim plan`: analytic bounds, an aggregate-mode screen, exact simulation of the rest.
 
 1. Bounds (bounds.py): a candidate whose best case (peak decode, peak FLOP/s) cannot meet a constraint or
-   beat the k-th best screened so far is never simulated.
+   come within SCREEN_MARGIN of the best screened so far is never simulated.
 2. Screen: the rest run the first rung in the simulator's aggregate mode (a share of the identical rollout
    engines with the same share of the load, `simulation.mode: aggregate`). A candidate is kept when its
-   screened objective is within SCREEN_MARGIN of the best screened candidate that clearly meets the
-   constraints, and it does not clearly miss a throughput floor or a deadline (the target): the aggregate
+   screened objective is within SCREEN_MARGIN of the best screened candidate that meets the constraints,
+   and it misses no throughput floor or deadline (the target) by more than SCREEN_MARGIN: the aggregate
    mode is within a few % of the exact one (docs/usage.md), so 10% leaves room for it and for the noise of
    one measured step. Where a candidate's cluster has too few engines to share, the aggregate run falls back
    to exact: that evaluation is the exact one and is not run again.
@@ -23,9 +23,9 @@ from rlsim.tools.plan.candidates import Candidate
 from rlsim.tools.plan.space import Constraints
 
 SCREEN_MARGIN = 0.10  # keep candidates within 10% of the best screened one, or of the target
-# Rollout engines an aggregate screen simulates at least: half the simulator's default (16), so clusters of
-# 32 engines and more are screened at a share; with fewer the screen runs exactly (and is reused).
-SCREEN_ENGINES = 8
+# Rollout engines an aggregate screen simulates at least (the simulator's default is 16): a screen only needs
+# to be within SCREEN_MARGIN, and 2 engines keep it within ~4% (measured: docs/planning.md); 1 engine runs exactly.
+SCREEN_ENGINES = 2
 
 
 @dataclass
@@ -95,9 +95,13 @@ def clearly_meets(summary: dict, c: Constraints, margin: float = SCREEN_MARGIN) 
 
 
 def incumbent(screened: list, constraints: Constraints, k: int = 1) -> float:
-    """The k-th best screened objective among results that clearly meet the constraints (-inf: none yet)."""
+    """The k-th best screened objective among results that meet the constraints (-inf: none yet).
+
+    No margin is needed on the constraints here: a candidate screened out against an incumbent trails it by
+    more than SCREEN_MARGIN, so it could meet a floor exactly only if the incumbent's screen were off by
+    more than SCREEN_MARGIN less the screen's own error (a few %)."""
     values = sorted((e.objective for e in screened if e.summary is not None and not math.isnan(e.objective)
-                     and clearly_meets(e.summary, constraints)), reverse=True)
+                     and clearly_meets(e.summary, constraints, 0.0)), reverse=True)
     return values[k - 1] if len(values) >= k else -math.inf
 
 

@@ -327,25 +327,27 @@ def size_one(base: dict, base_dir: Path, space: Space, hardware: str, most: int,
             for _ in sizes[n:]:
                 progress.advance()
             answer = cands[ranking[0].candidate]
-            sizing.band = seed_band(answer, ranking[0], base_dir, seed)
+            sizing.band = seed_band(answer, ranking[0], base_dir, seed, opened)
             sizing.model = None if answer.scenario is None else band(scenario_regime(answer.scenario))
             sizing.verdict = verdict(sizing, target)
             break
     return sizing
 
 
-def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int) -> dict[str, float]:
+def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int, opened=None) -> dict[str, float]:
     """Throughput, step time and $/M tokens of the answer over SEED_REPLICATES seeds (its own evaluation is the
-    first): mean and 95% half-width (report/uncertainty.py)."""
+    first): mean and 95% half-width (report/uncertainty.py). `opened`: a backend to run the replicates on."""
     import pandas as pd
 
     from rlsim.tools.report.uncertainty import mean_interval
-    from rlsim.tools.sweep.runner import PointTask, run_points
+    from rlsim.tools.sweep.runner import PointTask, run_point, run_points
 
     tasks = [PointTask(i, f"band-{i}", {**cand.data, "steps": first.steps}, cand.label, str(base_dir), (), seed + i)
              for i in range(1, SEED_REPLICATES)]
     keys = ("throughput_tokens_per_s", "step_time_s", "cost_per_million_tokens_usd")
-    summaries = [first.summary] + [r["summary"] for r in run_points(tasks) if r["summary"] is not None]
+    records = run_points(tasks) if opened is None else \
+        [r for _, r in sorted(opened.run(run_point, tasks), key=lambda tr: tr[0].index)]
+    summaries = [first.summary] + [r["summary"] for r in records if r["summary"] is not None]
     rows = [{k: s.get(k) for k in keys} for s in summaries]
     if len(rows) < 2:
         return {}
