@@ -53,14 +53,16 @@ def test_plan_over_ray_with_a_worker_killed_gives_the_local_plan(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(SPACE))
     local = make_plan(SCENARIO, parse_space(SPACE), tmp_path / "local", backend="local", workers=2)
-    head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # a throwaway local cluster: no token to hand around
+    head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
     try:
         address = head.stdout.readline().strip()
         assert address, "the local Ray head did not start"
         out = tmp_path / "ray"
         proc = subprocess.Popen([sys.executable, "-m", "rlsim.tools.cli", "plan", str(SCENARIO), "--space", str(space),
                                  "--ray", address, "--out", str(out), "--quiet"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         found = _wait_for_points(proc, out / "points", 1)
         worker = json.loads(found[0].read_text())["pid"]
         assert worker != proc.pid  # it ran in a Ray worker, not in the driver
