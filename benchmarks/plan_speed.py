@@ -47,10 +47,10 @@ SIZING_SETS = ("algorithm.prompts_per_step=512", "algorithm.samples_per_prompt=1
                "workload.response_length.mean=2500", "workload.response_length.sigma=0.9",
                "workload.response_length.max=8192")
 SIZING_GPUS = (("h100-sxm", 64), ("h20", 128), ("b200", 64), ("h200", 64))
-# A 1,024-GPU plan: the same job with 8x the prompts (4,096 x 16 a step) on 1,024 H100, 36 candidates: colocated,
+# A 1,024-GPU plan: the same job with 4x the prompts (2,048 x 16 a step) on 1,024 H100, 36 candidates: colocated,
 # and disaggregated at 50% and 75% generation (synchronous, one-step-off, fully async at staleness 1 and 2), each
 # with generation TP 1, 2, 4 and 8.
-SCALE_SETS = ("algorithm.prompts_per_step=4096", *SIZING_SETS[1:])
+SCALE_SETS = ("algorithm.prompts_per_step=2048", *SIZING_SETS[1:])
 SCALE_SPACE = {
     "gpus": [{"hardware": "h100-sxm", "counts": [1024]}],
     "generation_fraction": [0.5, 0.75],
@@ -131,7 +131,7 @@ def main() -> None:
         compare("sizing: Qwen2.5-7B GRPO 512x16 to 50,000 tokens/s on H100, H20, B200, H200", sizing_answers,
                 args.backend, args.workers)
     if args.scale:
-        compare("plan: Qwen2.5-7B GRPO 4,096x16 on 1,024 H100, 36 candidates", scale_answer, args.backend,
+        compare("plan: Qwen2.5-7B GRPO 2,048x16 on 1,024 H100, 36 candidates", scale_answer, args.backend,
                 args.workers)
     if args.screen or args.scale:
         return
