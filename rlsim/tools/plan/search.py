@@ -322,6 +322,7 @@ def run_search(cands: list[Candidate], objective: Objective, constraints: Constr
                                              lambda batch, done: _prune(batch, done, opts.top_k, objective,
                                                                         steps_for_time, constraints)
                                              if prune else batch)
+            pruning.bounded = sum(c.status == "pruned" for c in feasible)  # the sampler prunes by bounds only
         else:
             chosen, sampler = (feasible, "exhaustive") if len(feasible) <= opts.exhaustive_limit \
                 else sample_candidates(feasible, opts, seed)
