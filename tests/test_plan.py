@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -118,7 +119,7 @@ def areal_plan(tmp_path_factory):
     space = parse_space({"gpus": [{"hardware": "h800", "counts": [128]}], "generation_fraction": [0.5, 0.75],
                          "schedules": [{"kind": "fully-async"}], "search": {"rungs": [1], "top_k": 2}})
     outcome = make_plan(SCENARIOS / "async" / "areal-1.5b-fig5c.yaml", space, tmp_path_factory.mktemp("areal"),
-                        backend="serial")
+                        backend="serial", prune=False)  # both splits simulated exactly, whichever leads
     return {result_label(outcome, e): e.summary for e in latest(outcome.result).values()}
 
 
@@ -235,3 +236,118 @@ def test_large_space_sampled_by_seeded_nsga2_finds_the_winner():
     assert len({e.candidate for e in result.evaluations}) <= 16
     assert any(c.status == "not-sampled" for c in cands)
     assert result.candidates[result.ranking[0].candidate].label == "a100-80gb x16 colocate tg1 tp8-pp1-none"
+
+
+# ---------------------------------------------------------------- pruning, progress, resume, the flag typed
+
+
+def _pruned_and_exact(tmp_path: Path, layouts: list[str]):
+    space = parse_space(hybridflow_space(16, layouts))
+    scenario = SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml"
+    pruned = make_plan(scenario, space, tmp_path / "pruned", backend="serial").result
+    exact = make_plan(scenario, space, tmp_path / "exact", backend="serial", prune=False).result
+    return pruned, exact
+
+
+def test_a_pruned_plan_gives_the_exact_plans_answer(tmp_path):
+    pruned, exact = _pruned_and_exact(tmp_path, ["colocate", "split", "standalone"])
+    best = [r.candidates[r.ranking[0].candidate].label for r in (pruned, exact)]
+    assert best[0] == best[1]
+    # the winner's evaluation is the exact one, bit for bit
+    assert pruned.ranking[0].summary == exact.ranking[0].summary and pruned.ranking[0].mode == "exact"
+    feasible = sum(c.status != "infeasible" for c in exact.candidates)
+    p = pruned.pruning
+    assert p.bounded + p.screened + p.exact == feasible and p.exact < feasible  # every tier accounted for
+    assert exact.pruning.exact == feasible and not exact.screen
+    assert {c.status for c in exact.candidates} <= {"feasible", "infeasible"}
+    screened = [c for c in pruned.candidates if c.status == "screened"]
+    assert all(c.reason.startswith("screen (aggregate mode)") for c in screened)
+    assert p.line().startswith(f"pruning: {p.bounded} bounded out (analytic), {p.screened} screened out")
+
+
+class _Recording:
+    def __init__(self):
+        self.totals, self.done = [], 0
+
+    def add(self, n):
+        self.totals.append(n)
+
+    def advance(self):
+        self.done += 1
+
+
+def test_the_progress_total_is_fixed_up_front_and_reached(tmp_path):
+    space = parse_space(hybridflow_space(16, ["colocate", "split"]))
+    cands = enumerate_candidates(yaml.safe_load((SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml").read_text()), space)
+    progress = _Recording()
+    run_search(cands, "throughput", space.constraints, space.search, progress=progress)
+    assert progress.totals == [sum(c.status != "infeasible" for c in cands)]  # one total, before anything ran
+    assert progress.done == progress.totals[0]
+
+
+def test_a_rerun_reads_every_simulation_back_from_the_points(tmp_path, monkeypatch):
+    from rlsim.tools.plan import search
+
+    space = parse_space(hybridflow_space(16, ["colocate", "split"]))
+    scenario = SCENARIOS / "hybridflow" / "ppo-llama-7b.yaml"
+    first = make_plan(scenario, space, tmp_path, backend="serial")
+    assert len(list((tmp_path / "points").glob("*.json"))) == len(first.result.evaluations) + len(first.result.screen)
+    before = (tmp_path / "plan.csv").read_text()
+
+    def no_simulation(task):
+        raise AssertionError("simulated again")
+
+    monkeypatch.setattr(search, "timed_point", no_simulation)
+    again = make_plan(scenario, space, tmp_path, backend="serial")
+    assert (tmp_path / "plan.csv").read_text() == before
+    assert again.result.candidates[again.result.ranking[0].candidate].label == \
+        first.result.candidates[first.result.ranking[0].candidate].label
+
+
+@pytest.mark.slow
+def test_a_plan_killed_with_sigkill_resumes_to_the_same_plan(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(hybridflow_space(16, ["colocate", "split", "standalone"])))
+    cmd = [sys.executable, "-m", "rlsim.tools.cli", "plan", "hybridflow/ppo-llama-7b", "--space", str(space),
+           "--backend", "serial", "--quiet"]
+    subprocess.run([*cmd, "--out", str(tmp_path / "whole")], check=True, capture_output=True)
+    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "killed")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    points = tmp_path / "killed" / "points"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(points.glob("*.json")) if points.is_dir() else []) < 2:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    stored = len(list(points.glob("*.json")))
+    assert stored >= 2
+    subprocess.run([*cmd, "--out", str(tmp_path / "killed")], check=True, capture_output=True)
+    assert (tmp_path / "killed" / "plan.csv").read_text() == (tmp_path / "whole" / "plan.csv").read_text()
+
+
+def test_cli_plan_prints_the_pruning_line_and_exact_turns_it_off(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(hybridflow_space(16, ["colocate", "split"])))
+    args = ["plan", "hybridflow/ppo-llama-7b", "--space", str(space), "--backend", "serial", "--quiet"]
+    res = cli.invoke(app, [*args, "--out", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"pruning: \d+ bounded out \(analytic\), \d+ screened out \(aggregate mode, > 10% behind the "
+                     r"best or the target\), \d+ simulated exactly", res.output)
+    res = cli.invoke(app, [*args, "--exact", "--out", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    assert "pruning off (--exact)" in res.output
+
+
+@pytest.mark.parametrize("address", ["http://10.0.0.1:8265", "10.0.0.1", ""])
+def test_a_bad_ray_address_names_the_flag_typed(tmp_path, address):
+    res = cli.invoke(app, ["plan", "quickstart", "--target", "tokens_per_s=1000", "--ray", address,
+                           "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert f"--ray {address}" in res.output or f"--ray {address!r}" in res.output
+    assert "--ray-address" not in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()  # refused before anything is written

@@ -23,7 +23,8 @@ class ObjectiveName(StrEnum):
 
 
 class _BarProgress:
-    """The search's progress (points simulated of those planned; the total shrinks as bounds prune)."""
+    """The search's progress: candidates settled (bounded or screened out, or simulated through their last
+    rung) of a total fixed up front, or for `--target` cluster sizes decided; so the ETA holds."""
 
     def __init__(self, bar):
         self.bar, self.total, self.done = bar, 0, 0
@@ -53,6 +54,12 @@ def plan(
     backend: Annotated[BackendName, typer.Option(help="Where candidates run", case_sensitive=False)] =
     BackendName.local,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores)")] = None,
+    ray: Annotated[str | None, typer.Option(
+        "--ray", help="Spread the candidate simulations over this Ray cluster (HOST:PORT or auto; implies "
+        "--backend ray)")] = None,
+    exact: Annotated[bool, typer.Option(
+        "--exact", help="No pruning: simulate every candidate exactly (slower; the reference a pruned plan "
+        "matches)")] = False,
     seed: Annotated[int | None, typer.Option(help="Seed of every simulation and of the sampler")] = None,
     out: Annotated[Path | None, typer.Option(help="Plan folder (default runs/<scenario name>-plan)")] = None,
     set_: SetOption = None,
@@ -71,8 +78,10 @@ def plan(
     if seed is not None and seed < 0:
         fail([f"--seed: expected an integer >= 0, got {seed}"])
     path = resolve_scenario_path(scenario)
+    backend_name = "ray" if ray is not None else backend.value
     if target is not None:
-        return _size(path, target, gpu or [], space, out, tuple(set_ or ()), backend.value, workers, seed, quiet)
+        return _size(path, target, gpu or [], space, out, tuple(set_ or ()), backend_name, workers, seed, quiet,
+                     not exact, ray)
     if gpu:
         fail(["--gpu: goes with --target (the GPU types to size)"])
     if space is None:
@@ -84,8 +93,9 @@ def plan(
     try:
         spec = load_space(space)
         out_dir = out or Path("runs") / f"{path.stem}-plan"
-        outcome = make_plan(path, spec, out_dir, objective.value, tuple(set_ or ()), backend.value, workers, seed,
-                            max_gpus, budget_usd_per_hour, progress, on_backend_ready=bar.__enter__)
+        outcome = make_plan(path, spec, out_dir, objective.value, tuple(set_ or ()), backend_name, workers, seed,
+                            max_gpus, budget_usd_per_hour, progress, on_backend_ready=bar.__enter__,
+                            prune=not exact, ray_address=ray, flag="--ray" if ray is not None else "RAY_ADDRESS")
     except ScenarioError as exc:
         bar.close()
         fail(exc.lines())
@@ -93,6 +103,7 @@ def plan(
         bar.close()
     result = outcome.result
     _print_recommendations(recommendations(result, objective.value, spec.search.top_k))
+    console.print(result.pruning.line(), highlight=False, soft_wrap=True)
     counts = _status_counts(result)
     console.print(
         f"{len(result.candidates)} candidates ({counts}); {len(result.evaluations)} simulations, sampler "
@@ -134,11 +145,13 @@ def _print_recommendations(recs) -> None:
 
 
 def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None, out: Path | None,
-          overrides: tuple[str, ...], backend: str, workers: int | None, seed: int | None, quiet: bool) -> None:
+          overrides: tuple[str, ...], backend: str, workers: int | None, seed: int | None, quiet: bool,
+          prune: bool = True, ray: str | None = None) -> None:
     """`--target`: per GPU type, the smallest cluster and its cheapest layout reaching the target."""
     from rlsim.sim.api import apply_overrides, available_profiles, read_yaml
     from rlsim.tools.cli.progress import item_bar
     from rlsim.tools.plan import load_space
+    from rlsim.tools.plan.screen import Pruning
     from rlsim.tools.plan.sizing import checked_apart_from_fit, parse_gpu, parse_target, size_cluster
     from rlsim.tools.plan.sizing_report import recommendation, verdict_lines, write_sizing
 
@@ -156,21 +169,26 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
         fail([str(exc)])
     except ScenarioError as exc:
         fail(exc.lines())
+    out_dir = out or Path("runs") / f"{path.stem}-sizing"
     bar = item_bar(quiet)
-    bar.begin("plan", unit="points")
+    bar.begin("plan", unit="sizes")
     bar.__enter__()
     try:
-        sizings = size_cluster(path, tgt, types, space, overrides, backend, workers, seed, _BarProgress(bar))
+        sizings = size_cluster(path, tgt, types, space, overrides, backend, workers, seed, _BarProgress(bar),
+                               prune, out_dir, ray, "--ray" if ray is not None else "RAY_ADDRESS")
     except ScenarioError as exc:
         bar.close()
         fail(exc.lines())
     finally:
         bar.close()
-    out_dir = out or Path("runs") / f"{path.stem}-sizing"
     paths = write_sizing(sizings, tgt, out_dir)
     _print_sizing(sizings, tgt)
     console.print("\n" + recommendation(sizings, tgt), highlight=False)
     console.print("\n".join(verdict_lines(sizings, tgt)), highlight=False)
+    pruning = Pruning(enabled=prune)
+    for sz in sizings:
+        pruning.add(sz.pruning)
+    console.print(pruning.line(), highlight=False, soft_wrap=True)
     console.print(f"{time.perf_counter() - start:.1f} s wall; wrote {out_dir}/ (plan.csv, {paths['png'].name}, "
                   "sizing.md)", highlight=False)
     if not any(sz.answer for sz in sizings):

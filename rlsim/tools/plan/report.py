@@ -43,9 +43,15 @@ def plan_table(result: SearchResult) -> pd.DataFrame:
                    rank=rank.get(e.candidate) if e.rung == final_rung else None)
         row.update(e.summary or {})
         rows.append(row)
+    screened = {e.candidate: e for e in result.screen}
     for c in result.candidates:
         if c.status != "feasible":
-            rows.append(_base_row(c, c.status, c.reason))
+            row = _base_row(c, c.status, c.reason)
+            e = screened.get(c.index) if c.status == "screened" else None
+            if e is not None:  # its screen's figures (aggregate mode, rung -1)
+                row.update(rung=e.rung, steps=e.steps, objective=e.objective)
+                row.update(e.summary or {})
+            rows.append(row)
     table = pd.DataFrame(rows)
     first = [k for k in ("candidate", "label", "status", "reason", "rung", "steps", "rank", "objective", *METRICS)
              if k in table.columns]
@@ -203,6 +209,8 @@ def saturation_findings(result: SearchResult, elasticity: float = 0.25) -> list[
     Little: the throughput gain is less than `elasticity` times the relative growth of the cluster.
     """
     rung0 = [e for e in result.evaluations if e.rung == 0 and e.summary is not None]
+    exact = {e.candidate for e in rung0}  # a screened-out candidate speaks through its screen (aggregate mode)
+    rung0 += [e for e in result.screen if e.summary is not None and e.candidate not in exact]
     groups: dict[tuple, list[tuple[int, Evaluation]]] = {}
     for e in rung0:
         k = result.candidates[e.candidate].knobs

@@ -14,6 +14,7 @@ import importlib.util
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from rlsim.tools.plan.bounds import step_lower_bound, step_work
 from rlsim.tools.plan.candidates import Candidate
+from rlsim.tools.plan.screen import SCREEN_MARGIN, Pruning, aggregate_data, incumbent, relaxed, screen_out
 from rlsim.tools.plan.space import Constraints, Objective, SearchOptions
 from rlsim.tools.sweep.runner import PointTask, make_backend, run_point
 
@@ -38,6 +40,7 @@ class Evaluation:
     objective: float = float("nan")  # higher is better
     violations: list[str] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)  # mean seconds of each measured step's timings
+    mode: str = "exact"  # how the simulator ran it: exact, or aggregate (a screen run, screen.py)
 
     @property
     def ok(self) -> bool:
@@ -52,6 +55,8 @@ class SearchResult:
     sampler: str
     wall_s: float
     cpu_s: float
+    screen: list[Evaluation] = field(default_factory=list)  # aggregate-mode screen runs (rung -1)
+    pruning: Pruning = field(default_factory=Pruning)
 
 
 def objective_value(summary: dict, objective: Objective, steps_for_time: int) -> float:
@@ -111,26 +116,57 @@ def bound_violation(cand: Candidate, c: Constraints) -> str:
 
 
 class Runner:
-    """Evaluates batches of (candidate, steps) on one backend, in candidate order whatever the backend."""
+    """Evaluates batches of (candidate, steps) on one backend, in candidate order whatever the backend.
 
-    def __init__(self, backend, base_dir: Path | None, seed: int, on_record: Callable[[], None] | None):
+    With a store (`OUT/points/`, the sweep's ResultStore), every record is written as it arrives and a run
+    already recorded is read back instead of simulated: a plan killed at any instant resumes where it stopped.
+    """
+
+    def __init__(self, backend, base_dir: Path | None, seed: int, on_record: Callable[[], None] | None,
+                 store=None):
         self.backend = backend
         self.base_dir = str(base_dir or Path.cwd())
         self.seed = seed
         self.on_record = on_record or (lambda: None)
+        self.store = store
 
-    def run(self, cands: list[Candidate], steps: int, rung: int) -> list[Evaluation]:
+    def run(self, cands: list[Candidate], steps: int, rung: int, mode: str = "exact") -> list[Evaluation]:
         tasks = []
         for c in cands:
             data = {**c.data, "steps": steps}
-            tasks.append(PointTask(c.index, f"{c.index}-{rung}", data, c.label, self.base_dir, (), self.seed))
+            if mode == "aggregate":
+                data = aggregate_data(data)
+            tasks.append(PointTask(c.index, record_id(data, self.seed), data, c.label, self.base_dir, (), self.seed))
         records = {}
-        for task, record in self.backend.run(timed_point, tasks):
+        todo = []
+        for task in tasks:
+            stored = self.store.read_point(task.point_id) if self.store is not None else None
+            if stored is not None and not stored.get("error"):
+                records[task.index] = stored
+                self.on_record()
+            else:
+                todo.append(task)
+        for task, record in self.backend.run(timed_point, todo) if todo else ():
+            record["point_id"] = task.point_id
+            if self.store is not None:
+                self.store.write_point(record)
             records[task.index] = record
             self.on_record()
         return [Evaluation(c.index, rung, steps, records[c.index]["summary"], records[c.index]["error"],
-                           float(records[c.index].get("cpu_s", 0.0)), timing=step_timing(records[c.index]))
+                           float(records[c.index].get("cpu_s", 0.0)), timing=step_timing(records[c.index]),
+                           mode=records[c.index].get("simulation_mode") or mode)
                 for c in cands]
+
+
+def record_id(data: dict, seed: int) -> str:
+    """The store id of one simulation: its scenario mapping (steps and mode included) and seed."""
+    import hashlib
+    import json
+
+    from rlsim.tools.sweep.store import point_id
+
+    text = json.dumps(data, sort_keys=True, default=str)
+    return point_id(hashlib.sha256(text.encode()).hexdigest(), (), seed)
 
 
 def timed_point(task: PointTask) -> dict:
@@ -225,15 +261,18 @@ def _fmt_objective(value: float, objective: Objective) -> str:
     return f"{-value:.1f} h"
 
 
-def survivors(evals: list[Evaluation], opts: SearchOptions) -> list[int]:
-    """Candidates the next rung runs: the best `keep` share (at least top_k) of those meeting the constraints."""
+def survivors(evals: list[Evaluation], opts: SearchOptions, unseen: int = 0) -> list[int]:
+    """Candidates the next rung runs: the best `keep` share (at least top_k) of those meeting the constraints.
+
+    `unseen`: candidates pruned before this rung that an unpruned search would have counted (the share is of
+    them all, so pruning never narrows what the next rung keeps of the rest)."""
     ok = sorted((e for e in evals if e.ok), key=lambda e: (-e.objective, e.candidate))
-    n = max(opts.top_k, math.ceil(opts.keep * len(ok)))
+    n = max(opts.top_k, math.ceil(opts.keep * (len(ok) + unseen)))
     return [e.candidate for e in ok[:n]]
 
 
 class Progress:
-    """What the search reports to (a progress bar): the total may shrink as candidates are pruned."""
+    """What the search reports to (a progress bar): a total fixed up front (`add`, once), then `advance`s."""
 
     def add(self, n: int) -> None: ...
     def advance(self) -> None: ...
@@ -242,58 +281,108 @@ class Progress:
 def run_search(cands: list[Candidate], objective: Objective, constraints: Constraints, opts: SearchOptions,
                backend: str = "serial", workers: int | None = None, seed: int = 0,
                base_dir: Path | None = None, progress: Progress | None = None,
-               on_backend_ready: Callable[[], None] | None = None) -> SearchResult:
-    """Prune, run rung 0 best bound first, then successive halving; every evaluation is kept."""
+               on_backend_ready: Callable[[], None] | None = None, prune: bool = True, store=None,
+               ray_address: str | None = None, opened=None) -> SearchResult:
+    """Prune (bounds, then an aggregate-mode screen: screen.py), run rung 0 exactly, then successive halving.
+
+    Progress counts feasible candidates, a total known up front: each advances once its fate is settled
+    (bounded or screened out, or simulated through its last rung). `prune=False` simulates every feasible
+    candidate exactly (`--exact`). `store`: a ResultStore, so a killed plan resumes (Runner). `opened`: a
+    backend already entered (the sizing's, over all its searches), else one is made from `backend`.
+    """
     wall0, cpu0 = time.perf_counter(), time.process_time()
     progress = progress or Progress()
     steps_for_time = constraints.deadline_steps or DEFAULT_STEPS_FOR_TIME
     feasible = [c for c in cands if c.status == "feasible"]
     attach_bounds(feasible, seed)
     by_id = {c.index: c for c in cands}
+    pruning = Pruning(enabled=prune)
+    progress.add(len(feasible))
+    settled: set[int] = set()
+
+    def settle(ids) -> None:
+        for i in ids:
+            if i not in settled:
+                settled.add(i)
+                progress.advance()
 
     def score(new: list[Evaluation]) -> list[Evaluation]:
         _score(new, objective, constraints, steps_for_time)
         return new
 
-    with make_backend(backend, workers) as be:
+    screen: list[Evaluation] = []
+    with nullcontext(opened) if opened is not None else make_backend(backend, workers, ray_address) as be:
         if on_backend_ready is not None:  # e.g. start a progress bar's thread only after the workers forked
             on_backend_ready()
-        runner = Runner(be, base_dir, seed, progress.advance)
+        runner = Runner(be, base_dir, seed, None, store)
         if len(feasible) > opts.exhaustive_limit and have_optuna():
             from rlsim.tools.plan.sampler import nsga2_rung_zero
 
-            evals, sampler = nsga2_rung_zero(feasible, runner, opts, seed, score, progress,
+            evals, sampler = nsga2_rung_zero(feasible, runner, opts, seed, score, Progress(),
                                              lambda batch, done: _prune(batch, done, opts.top_k, objective,
-                                                                        steps_for_time, constraints))
+                                                                        steps_for_time, constraints)
+                                             if prune else batch)
+            pruning.bounded = sum(c.status == "pruned" for c in feasible)  # the sampler prunes by bounds only
         else:
             chosen, sampler = (feasible, "exhaustive") if len(feasible) <= opts.exhaustive_limit \
                 else sample_candidates(feasible, opts, seed)
-            evals = _rung_zero(chosen, runner, opts, objective, steps_for_time, constraints, score, progress)
-        picked = {e.candidate for e in evals} | {c.index for c in feasible if c.status == "pruned"}
+            if prune:
+                evals, screen = _screened_rung_zero(chosen, runner, opts, objective, steps_for_time, constraints,
+                                                    score, pruning)
+            else:
+                evals = score(runner.run(chosen, opts.rungs[0], 0))
+        picked = {e.candidate for e in evals} | {c.index for c in feasible if c.status in ("pruned", "screened")}
         for c in feasible:
             if c.index not in picked:
                 c.status, c.reason = "not-sampled", f"not picked by the {sampler} ({opts.trials} trials)"
+        settle(c.index for c in feasible if c.status != "feasible")
+        unseen = pruning.bounded + pruning.screened
         current = evals
         for rung, steps in enumerate(opts.rungs[1:], 1):
-            ids = survivors(current, opts)
-            progress.add(len(ids))
+            ids = survivors(current, opts, unseen if rung == 1 else 0)
+            settle(e.candidate for e in current if e.candidate not in set(ids))
             current = score(runner.run([by_id[i] for i in ids], steps, rung))
             evals += current
+        settle(c.index for c in feasible)
+    pruning.exact = len({e.candidate for e in evals})
     ranking = sorted((e for e in current if e.ok), key=lambda e: (-e.objective, e.candidate))
     cpu = time.process_time() - cpu0
     if backend != "serial":  # the workers' CPU time (serially it is already in this process's)
-        cpu += sum(e.cpu_s for e in evals)
-    return SearchResult(cands, evals, ranking, sampler, time.perf_counter() - wall0, cpu)
+        cpu += sum(e.cpu_s for e in evals + screen)
+    return SearchResult(cands, evals, ranking, sampler, time.perf_counter() - wall0, cpu, screen, pruning)
 
 
-def _rung_zero(chosen: list[Candidate], runner: Runner, opts: SearchOptions, objective: Objective,
-               steps_for_time: int, constraints: Constraints, score, progress: Progress) -> list[Evaluation]:
+def _screened_rung_zero(chosen: list[Candidate], runner: Runner, opts: SearchOptions, objective: Objective,
+                        steps_for_time: int, constraints: Constraints, score,
+                        pruning: Pruning) -> tuple[list[Evaluation], list[Evaluation]]:
+    """Tiers 1 and 2 then rung 0 exactly: (rung-0 evaluations, screen evaluations of the others)."""
     order = rung_zero_order(chosen, objective, steps_for_time)
-    progress.add(len(order))
-    evals: list[Evaluation] = []
+    screen: list[Evaluation] = []
     for batch in _batches(order, opts.batch):
-        kept = _prune(batch, evals, opts.top_k, objective, steps_for_time, constraints)
-        progress.add(len(kept) - len(batch))
+        best = incumbent(screen, constraints)
+        bar = relaxed(best, SCREEN_MARGIN) if math.isfinite(best) else -math.inf
+        kept = []
+        for c in batch:
+            why = bound_violation(c, constraints)
+            bound = bound_objective(c.bound, c.price_usd_per_hour, objective, steps_for_time)
+            if not why and bound < bar:
+                why = f"bound: {objective} at best {_fmt_objective(bound, objective)} < the best screened " \
+                      f"{_fmt_objective(best, objective)} less {SCREEN_MARGIN:.0%}"
+            if why:
+                c.status, c.reason = "pruned", why
+                pruning.bounded += 1
+            else:
+                kept.append(c)
         if kept:
-            evals += score(runner.run(kept, opts.rungs[0], 0))
-    return evals
+            screen += score(runner.run(kept, opts.rungs[0], 0, mode="aggregate"))
+    keep = set(screen_out(screen, {c.index: c for c in chosen}, constraints))
+    pruning.screened = len(screen) - len(keep)
+    exact = [e for e in screen if e.candidate in keep and e.mode == "exact"]  # the screen fell back: reuse it
+    pruning.screened_exactly = sum(e.mode == "exact" for e in screen)
+    rerun = [e.candidate for e in screen if e.candidate in keep and e.mode != "exact"]
+    again = score(runner.run([c for c in chosen if c.index in set(rerun)], opts.rungs[0], 0)) if rerun else []
+    evals = sorted(exact + again, key=lambda e: e.candidate)
+    rest = [e for e in screen if e.candidate not in keep or e.mode != "exact"]
+    for e in rest:
+        e.rung = -1
+    return evals, rest

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rlsim.sim.inputs import MAX_GPUS_PER_NODE, MAX_NODES, MAX_NUMBER, MIN_MAGNITUDE
 from rlsim.tools.plan.candidates import Candidate, enumerate_candidates
+from rlsim.tools.plan.screen import Pruning
 from rlsim.tools.plan.search import Evaluation, Progress, run_search
 from rlsim.tools.plan.space import Constraints, GpuOption, ScheduleOption, SearchOptions, Space, TrainConfig
 from rlsim.tools.report.validation_band import ROW_TOLERANCE_PCT, Band, band, scenario_regime
@@ -207,6 +208,8 @@ class Sizing:
     band: dict[str, float] = field(default_factory=dict)  # mean and 95% half-width over seed replicates
     model: Band | None = None  # the model's error where the answer's job sits (validation residuals)
     verdict: Verdict | None = None  # margin, smaller size's shortfall, band (see `verdict`)
+    pruning: Pruning = field(default_factory=Pruning)  # bounded out, screened out, simulated exactly (all sizes)
+    cpu_s: float = 0.0  # of the searches (enumeration and the seed band excluded)
 
     @property
     def answer(self) -> SizeTry | None:
@@ -299,39 +302,52 @@ def _why_not(cands: list[Candidate], evals: list[Evaluation], target: Target) ->
 
 
 def size_one(base: dict, base_dir: Path, space: Space, hardware: str, most: int, target: Target,
-             backend: str, workers: int | None, seed: int, progress: Progress | None) -> Sizing:
-    """Sizes of one GPU type smallest first, until a layout meets the target (or MAX is passed)."""
+             backend: str, workers: int | None, seed: int, progress: Progress | None, prune: bool = True,
+             store=None, opened=None) -> Sizing:
+    """Sizes of one GPU type smallest first, until a layout meets the target (or MAX is passed).
+
+    Progress: one unit per size (the total is every size of every type, fixed up front); the sizes above
+    the answer advance at once."""
     sizing = Sizing(hardware, most)
     opts = SearchOptions(rungs=list(space.search.rungs), keep=space.search.keep, top_k=space.search.top_k,
                          batch=space.search.batch)
-    for gpus in cluster_sizes(most):
+    progress = progress or Progress()
+    sizes = cluster_sizes(most)
+    for n, gpus in enumerate(sizes, 1):
         cands = enumerate_candidates(base, space_at(space, hardware, gpus), base_dir)
         result = run_search(cands, "throughput", target.constraints(), opts, backend, workers, seed, base_dir,
-                            progress)
+                            None, prune=prune, store=store, opened=opened)
+        sizing.pruning.add(result.pruning)
+        sizing.cpu_s += result.cpu_s
+        progress.advance()
         ranking = [e for e in result.ranking if target.met(e.summary)]
-        why, memory = ("", False) if ranking else _why_not(cands, result.evaluations, target)
-        sizing.tries.append(SizeTry(gpus, cands, ranking, result.evaluations, why, memory))
+        why, memory = ("", False) if ranking else _why_not(cands, result.evaluations + result.screen, target)
+        sizing.tries.append(SizeTry(gpus, cands, ranking, result.evaluations + result.screen, why, memory))
         if ranking:
+            for _ in sizes[n:]:
+                progress.advance()
             answer = cands[ranking[0].candidate]
-            sizing.band = seed_band(answer, ranking[0], base_dir, seed)
+            sizing.band = seed_band(answer, ranking[0], base_dir, seed, opened)
             sizing.model = None if answer.scenario is None else band(scenario_regime(answer.scenario))
             sizing.verdict = verdict(sizing, target)
             break
     return sizing
 
 
-def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int) -> dict[str, float]:
+def seed_band(cand: Candidate, first: Evaluation, base_dir: Path, seed: int, opened=None) -> dict[str, float]:
     """Throughput, step time and $/M tokens of the answer over SEED_REPLICATES seeds (its own evaluation is the
-    first): mean and 95% half-width (report/uncertainty.py)."""
+    first): mean and 95% half-width (report/uncertainty.py). `opened`: a backend to run the replicates on."""
     import pandas as pd
 
     from rlsim.tools.report.uncertainty import mean_interval
-    from rlsim.tools.sweep.runner import PointTask, run_points
+    from rlsim.tools.sweep.runner import PointTask, run_point, run_points
 
     tasks = [PointTask(i, f"band-{i}", {**cand.data, "steps": first.steps}, cand.label, str(base_dir), (), seed + i)
              for i in range(1, SEED_REPLICATES)]
     keys = ("throughput_tokens_per_s", "step_time_s", "cost_per_million_tokens_usd")
-    summaries = [first.summary] + [r["summary"] for r in run_points(tasks) if r["summary"] is not None]
+    records = run_points(tasks) if opened is None else \
+        [r for _, r in sorted(opened.run(run_point, tasks), key=lambda tr: tr[0].index)]
+    summaries = [first.summary] + [r["summary"] for r in records if r["summary"] is not None]
     rows = [{k: s.get(k) for k in keys} for s in summaries]
     if len(rows) < 2:
         return {}
@@ -365,14 +381,25 @@ def checked_apart_from_fit(scenario: Path, overrides: tuple[str, ...]) -> None:
 
 def size_cluster(scenario: Path, target: Target, gpus: list[tuple[str, int]], space: Space | None = None,
                  overrides: tuple[str, ...] = (), backend: str = "serial", workers: int | None = None,
-                 seed: int | None = None, progress: Progress | None = None) -> list[Sizing]:
-    """Per GPU type, the smallest cluster and the cheapest layout on it reaching `target`."""
+                 seed: int | None = None, progress: Progress | None = None, prune: bool = True,
+                 out: Path | None = None, ray_address: str | None = None, flag: str = "--ray") -> list[Sizing]:
+    """Per GPU type, the smallest cluster and the cheapest layout on it reaching `target`.
+
+    `prune=False` simulates every layout of every size tried exactly (`--exact`); `out`: simulations are
+    recorded under `out/points/` as they finish, and a rerun reads them back (resume after a kill)."""
     from rlsim.sim.api import apply_overrides, read_yaml
+    from rlsim.tools.sweep.runner import make_backend
+    from rlsim.tools.sweep.store import ResultStore
 
     checked_apart_from_fit(scenario, overrides)
     base = apply_overrides(read_yaml(scenario), overrides, str(scenario))
     seed = int(base.get("seed", 0)) if seed is None else seed
     base_dir = scenario.resolve().parent
     space = space or default_space()
-    return [size_one(base, base_dir, space, hw, most, target, backend, workers, seed, progress)
-            for hw, most in gpus]
+    opened = make_backend(backend, workers, ray_address, flag)  # a bad backend or address: before `out` is made
+    store = ResultStore(out) if out is not None else None
+    if progress is not None:
+        progress.add(sum(len(cluster_sizes(most)) for _, most in gpus))
+    with opened:  # one pool (or one Ray) for every search
+        return [size_one(base, base_dir, space, hw, most, target, backend, workers, seed, progress, prune, store,
+                         opened) for hw, most in gpus]

@@ -36,26 +36,29 @@ _HOST = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
 FORMS = "HOST:PORT (the GCS address `ray start --head` prints, e.g. 10.0.0.1:6379), ray://HOST:PORT or auto"
 
 
-def _flag(address: str) -> str:
-    return f"--ray-address {address}"
+FLAG = "--ray-address"  # the sweep's flag; `rlsim plan` passes its own (`--ray`), so each line names what was typed
 
 
-def parse_address(address: str) -> tuple[str, int] | None:
+def _flag(address: str, flag: str = FLAG) -> str:
+    return f"{flag} {address}"
+
+
+def parse_address(address: str, flag: str = FLAG) -> tuple[str, int] | None:
     """(host, port) to probe; None for `auto` (Ray finds the local cluster itself). SweepError if malformed."""
     text = address.strip()
     if not text:
-        raise SweepError([f"--ray-address {address!r}: empty (an unset shell variable?): not a Ray address; give "
+        raise SweepError([f"{flag} {address!r}: empty (an unset shell variable?): not a Ray address; give "
                           f"{FORMS}, or leave the flag out to start a local Ray"])
     if text == "auto":
         return None
     if re.match(r"^https?://", text, re.I):
-        raise SweepError([f"{_flag(address)}: an HTTP URL is the dashboard / job-submission address; a sweep joins "
-                          f"the cluster itself: give {FORMS}"])
+        raise SweepError([f"{_flag(address, flag)}: an HTTP URL is the dashboard / job-submission address; rlsim "
+                          f"joins the cluster itself: give {FORMS}"])
     rest = text[len("ray://"):] if text.lower().startswith("ray://") else text
     host, sep, port_text = rest.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536 or not _is_host(host):
-        raise SweepError([f"{_flag(address)}: not a Ray address: expected {FORMS}"])
+        raise SweepError([f"{_flag(address, flag)}: not a Ray address: expected {FORMS}"])
     return host, int(port_text)
 
 
@@ -67,9 +70,9 @@ def _is_host(host: str) -> bool:
         return bool(_HOST.match(host))
 
 
-def probe(address: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+def probe(address: str, timeout: float = PROBE_TIMEOUT_S, flag: str = FLAG) -> None:
     """A TCP connect to the address's port: nothing listening is one line now, not minutes of Ray retries."""
-    target = parse_address(address)
+    target = parse_address(address, flag)
     if target is None:
         return
     host, port = target
@@ -91,7 +94,7 @@ def probe(address: str, timeout: float = PROBE_TIMEOUT_S) -> None:
                "give the GCS port `ray start --head` printed, usually 6379)" if answer == "http" else
                f"something listens at {host}:{port} but does not speak gRPC as a Ray GCS does (another service?); "
                "give the GCS port `ray start --head` printed, usually 6379")
-    raise SweepError([f"{_flag(address)}: cannot reach a Ray cluster: {why}"])
+    raise SweepError([f"{_flag(address, flag)}: cannot reach a Ray cluster: {why}"])
 
 
 def _speaks_http2(conn: socket.socket, timeout: float = ANSWER_TIMEOUT_S) -> str:
@@ -111,17 +114,17 @@ def _speaks_http2(conn: socket.socket, timeout: float = ANSWER_TIMEOUT_S) -> str
     return "http" if reply.startswith(b"HTTP/") else "other"
 
 
-def init_error_line(address: str, exc: BaseException) -> str:
+def init_error_line(address: str, exc: BaseException, flag: str = FLAG) -> str:
     """One line for an exception of ray.init(address=...), naming token authentication when it is the cause."""
     text = " ".join(str(exc).split())
     if type(exc).__name__ == "AuthenticationError" or "authentication" in text.lower() or "token" in text.lower():
-        return (f"{_flag(address)}: the cluster refused this client: it uses token authentication and no valid "
+        return (f"{_flag(address, flag)}: the cluster refused this client: it uses token authentication and no valid "
                 "token was given (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<token>, or copy the head node's "
                 "~/.ray/auth_token here; see docs/reliability.md)")
-    return f"{_flag(address)}: cannot join the Ray cluster: {text[:200] or type(exc).__name__}"
+    return f"{_flag(address, flag)}: cannot join the Ray cluster: {text[:200] or type(exc).__name__}"
 
 
-def bounded_init(init: Callable[[], Any], address: str, timeout: float = INIT_TIMEOUT_S) -> None:
+def bounded_init(init: Callable[[], Any], address: str, timeout: float = INIT_TIMEOUT_S, flag: str = FLAG) -> None:
     """Run `init` (ray.init) with a deadline: a port that answers but is not a Ray GCS must not hang a sweep."""
     outcome: dict[str, BaseException | None] = {}
 
@@ -140,7 +143,7 @@ def bounded_init(init: Callable[[], Any], address: str, timeout: float = INIT_TI
     quiet.done(joined=not thread.is_alive() and outcome.get("error") is None)
     if thread.is_alive():
         auth = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
-        raise SweepError([f"{_flag(address)}: no Ray cluster let this client join within {timeout:g} s: " + (
+        raise SweepError([f"{_flag(address, flag)}: no Ray cluster let this client join within {timeout:g} s: " + (
             "check the token (RAY_AUTH_TOKEN or ~/.ray/auth_token must be the head node's), that this is the GCS "
             "port (usually 6379) and that the head runs the Ray version installed here" if auth else
             "the cluster probably uses token authentication (`ray start` turns it on by default), which this "
@@ -148,7 +151,7 @@ def bounded_init(init: Callable[[], Any], address: str, timeout: float = INIT_TI
             "docs/reliability.md); else check the GCS port (usually 6379) and the Ray version")])
     error = outcome.get("error")
     if error is not None:
-        raise SweepError([init_error_line(address, error)])
+        raise SweepError([init_error_line(address, error, flag)])
 
 
 class _QuietStderr:

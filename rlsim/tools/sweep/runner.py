@@ -83,6 +83,7 @@ def run_point(task: PointTask) -> dict:
         result = simulate(scenario, seed=task.seed)
         record["summary"] = flatten_summary(result.summary)
         record["steps"] = result.steps.to_dict("list")  # small: one row per RL step, columnar
+        record["simulation_mode"] = result.meta.get("simulation_mode", "exact")  # aggregate ran, or exact
     except ScenarioError as exc:
         record["error"] = "; ".join(exc.lines())
     except Exception as exc:  # a bug or an impossible configuration found while simulating
@@ -259,8 +260,9 @@ class RayBackend:
     worker dies gets an error row (Ray knows which task it was) and the sweep goes on.
     """
 
-    def __init__(self, workers: int | None = None, address: str | None = None):
+    def __init__(self, workers: int | None = None, address: str | None = None, flag: str = "--ray-address"):
         self.workers = workers
+        self.flag = flag  # the option the user typed, named in every refusal
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self._started = False
         self._ray: Any = None
@@ -269,7 +271,7 @@ class RayBackend:
         if self.address:  # nothing listening, or not a Ray GCS: one line in seconds, before importing Ray
             from rlsim.tools.sweep.ray_address import probe
 
-            probe(self.address)
+            probe(self.address, flag=self.flag)
         try:
             import ray
         except ImportError:
@@ -279,7 +281,8 @@ class RayBackend:
             if self.address:
                 from rlsim.tools.sweep.ray_address import bounded_init
 
-                bounded_init(lambda: ray.init(address=self.address, log_to_driver=False), self.address)
+                bounded_init(lambda: ray.init(address=self.address, log_to_driver=False), self.address,
+                             flag=self.flag)
             else:
                 ray.init(
                     num_cpus=self.workers or os.cpu_count(), include_dashboard=False, log_to_driver=False
@@ -323,7 +326,9 @@ class RayBackend:
                 ray.cancel(ref, force=True)
 
 
-def make_backend(name: str, workers: int | None = None, ray_address: str | None = None) -> Backend:
+def make_backend(name: str, workers: int | None = None, ray_address: str | None = None,
+                 flag: str = "--ray-address") -> Backend:
+    """`flag`: the option that gave `ray_address`, named in the one-line refusals of a bad address."""
     if name == "serial":
         return SerialBackend()
     if name == "local":
@@ -335,8 +340,8 @@ def make_backend(name: str, workers: int | None = None, ray_address: str | None 
         if address is not None:  # "" (an unset shell variable) is refused, not read as "start a local Ray"
             from rlsim.tools.sweep.ray_address import parse_address
 
-            parse_address(address)  # a malformed address fails before anything else is touched
-        return RayBackend(workers, ray_address)
+            parse_address(address, flag)  # a malformed address fails before anything else is touched
+        return RayBackend(workers, ray_address, flag)
     raise SweepError([f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}"])
 
 
