@@ -29,12 +29,12 @@ if [ ${#TESTS[@]} -eq 0 ]; then  # cheapest first: a failure in a quick one show
          test_plan_target_sizes_or_refuses_in_one_line
          test_calibrate_ops_on_damaged_folders_fits_what_is_there_or_refuses_in_one_line)
 fi
-COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- rlsim tests || echo +dirty)
 for test in "${TESTS[@]}"; do
   if [ "${RESUME:-0}" = 1 ] && grep -qE "^$test +$EXAMPLES +PASS" "$SUMMARY"; then
     echo "skip $test (passed at $EXAMPLES)"; continue
   fi
   log="$LOG_DIR/$test.log"
+  COMMIT=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- rlsim tests || echo +dirty)
   echo "$(date -u +%FT%TZ) start $test at $EXAMPLES examples ($COMMIT), pid $$" | tee "$log"
   start=$(date +%s.%N)
   RLSIM_FUZZ_EXAMPLES=$EXAMPLES PYTHONPATH=$PWD /usr/bin/time -f "time: wall %e s, cpu %U+%S s" \
