@@ -182,10 +182,20 @@ def _fit_gemm(rows: DenseRows, peak: float, bw: float, sms: int) -> GemmCurve:
     r = rows.subset(keep)
     m, n, k, y, w = r.tokens, r.n, r.k, r.measured_ms, _weights(r.measured_ms)
     pen, pen_idx = _surface_penalty()
+    # GemmCurve.time_ms with what does not depend on the parameters computed once (the same operations in the
+    # same order, so the same numbers): the surface corners, the wave utilisation, the FLOPs and bytes.
+    idx, wts = _corners(m, n)
+    util = wave_utilisation(m, n, sms)
+    flops, moved = 2.0 * m * n * k, 2.0 * (n * k + m * k + m * n)
 
     def residuals(x):
         with np.errstate(over="ignore", divide="ignore"):  # trial steps may overflow; least_squares backs off
-            t = _gemm_from(x).time_ms(m, n, k, peak, bw, sms)
+            s = _sigmoid(x[:_NS])
+            beta, eta_mem = float(_sigmoid(x[_NS])), float(_sigmoid(x[_NS + 1]))
+            t0, q = float(np.exp(x[_NS + 2])), float(np.exp(x[_NS + 3]))
+            eta = sum(s[i] * wi for i, wi in zip(idx, wts, strict=True)) * util**beta
+            tc, tm = flops / (peak * eta), moved / (bw * eta_mem)
+            t = ((tc**q + tm**q) ** (1.0 / q) + t0) * 1e3
         return np.concatenate([w * np.log(t / y), _SMOOTH * (pen @ x[:_NS])])
 
     x0 = np.concatenate([np.full(_NS, 0.5), [0.0, 1.5, np.log(5e-6), np.log(2.0)]])
