@@ -392,9 +392,11 @@ def test_mutated_plan_spaces_enumerate_or_refuse_in_one_line(case):
     event(f"space enumerated ({'some' if 'feasible' in statuses else 'no'} feasible)")
 
 
-def _run_case(name: str, data: dict, folder: Path, features: list) -> None:
+def _run_case(name: str, data: dict, folder: Path, features: list) -> str:
     try:
-        event(check_one(data, folder, name))
+        outcome = check_one(data, folder, name)
+        event(outcome)
+        return outcome
     except Hang as exc:
         pytest.fail(f"{name} with {features}: hang ({exc})")
     except AssertionError as exc:
@@ -419,9 +421,10 @@ def roomed(draw) -> tuple[str, dict, Path, list]:
 @given(roomed())
 def test_lending_resplit_inflight_affinity_lora_tail_resharding_and_moe_never_crash_hang_or_lie(case):
     name, data, folder, rooms = case
-    for room in rooms:
-        event(f"room: {room[0]}")
-    _run_case(name, data, folder, rooms)
+    outcome = _run_case(name, data, folder, rooms)
+    agent = "agent" if (data.get("workload") or {}).get("agent") else ""
+    for room in rooms:  # each room reached, and whether it ran or was refused (the statistics show both)
+        event(f"room: {room[0]}{' (agent)' if agent and room[0] == 'verl-v1' else ''} {outcome}")
 
 
 _CASE_NUMBERS = iter(range(10**9))  # a fresh folder per example

@@ -317,3 +317,32 @@ def test_vllm_03_host_cost_is_the_refit_of_hybridflows_7b_finding():
     from rlsim.tools.reproduce.hybridflow_placement import fit_host_overhead
 
     assert fit_host_overhead() == pytest.approx(ENGINE_KINDS["vllm-0.3"].host_per_seq_us, rel=0.02)
+
+
+def test_a_colocation_that_fits_at_no_size_is_refused_without_scanning_every_size(monkeypatch):
+    """Found by the fuzz (a plan space's training layout emptied to TP 1 for PPO Llama-7B): the smallest size a
+    colocated set fits at was searched one step at a time up to 4,096 GPUs for every candidate (4 CPU-s for one
+    space). Per-GPU memory only falls as the set grows, so the largest size answers 'none' in one evaluation;
+    where the set fits, the answer is the linear scan's."""
+    import rlsim.sim.scenario.placement as placement
+    from rlsim.sim.scenario.loader import read_yaml
+    from rlsim.tools.cli.common import resolve_scenario_path
+
+    path = resolve_scenario_path("hybridflow/ppo-llama-7b")
+    data = read_yaml(path)
+    scn = parse_scenario(data, str(path), (), path.parent)
+    roles = list(scn.roles)
+    step = max(scn.roles[r].parallel.tp * scn.roles[r].parallel.pp for r in roles)
+    scan = next(g for g in range(step, 4097, step)
+                if placement.colocated_memory(scn, "main", roles, g, 4096).fits)
+    assert placement._min_gpus(scn, "main", roles, 4096) == scan
+
+    calls = []
+    real = placement.colocated_memory
+    monkeypatch.setattr(placement, "colocated_memory", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
+    for role in data["roles"].values():
+        if "parallel" in role:
+            role["parallel"] = {"tp": 1}
+    with pytest.raises(ScenarioError, match="does not fit at any size"):
+        parse_scenario(data, "tp1.yaml", (), path.parent)
+    assert len(calls) <= 3, calls  # the set at its size, then at the largest: not 4,096 sizes

@@ -194,3 +194,63 @@ def test_decode_attention_fixed_cost_from_frontier_profiles(csv_path, profiles):
                                                                                                    overheads=o)
         assert with_attn.fixed - without.fixed == pytest.approx(m.layers * hw.attention_fixed_us * 1e-6)
         assert with_attn.slope == without.slope and with_attn.intercept == without.intercept
+
+
+def test_grouped_differences_are_scipys_sparse_jacobian_exactly():
+    """The GEMM fit's own Jacobian is least_squares' jac="2-point" with jac_sparsity, bit for bit (the fit's
+    values must not move with the speed-up), and takes the residual at the point from the last evaluation."""
+    from scipy.optimize._numdiff import approx_derivative, group_columns
+
+    from rlsim.tools.calibration.ops_fit import _NS, _gemm_sparsity, _GroupedDifferences, _surface_penalty
+
+    rng = np.random.default_rng(3)
+    m, n = 2.0 ** rng.uniform(0, 12, 40), 2.0 ** rng.uniform(10, 16, 40)
+    pen, pen_idx = _surface_penalty()
+    a = rng.normal(size=(40, 4))
+
+    def residuals(x):
+        calls.append(1)
+        return np.concatenate([np.sin(x[:_NS][:40] * 3) * np.exp(x[_NS:] @ a.T / 7), pen @ x[:_NS]])
+
+    calls = []
+    sparsity = _gemm_sparsity(m, n, pen_idx)
+    jac = _GroupedDifferences(residuals, sparsity)
+    x = rng.normal(size=_NS + 4) * 5
+    f = jac.residuals(x)
+    ours = jac(x)
+    theirs = approx_derivative(residuals, x, method="2-point", f0=f, sparsity=(sparsity, group_columns(sparsity)))
+    assert ours.shape == theirs.shape
+    assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+    assert ours.data.tobytes() == theirs.data.tobytes()
+    groups = int(np.max(group_columns(sparsity))) + 1
+    calls.clear()
+    jac(x)
+    assert len(calls) == groups  # f0 reused: one evaluation per group of columns
+    calls.clear()
+    jac(x + 1)
+    assert len(calls) == groups + 1  # at another point, f0 is evaluated
+
+
+def test_gemm_fit_reuses_a_fit_of_the_same_rows_and_keeps_a_few(monkeypatch):
+    """The same rows on the same GPU take the curve already fitted; other rows or another GPU fit anew; the
+    memory holds the last few fits only."""
+    from rlsim.tools.calibration import ops_fit
+
+    fitted = []
+    monkeypatch.setattr(ops_fit, "_fit_gemm_rows", lambda r, peak, bw, sms: fitted.append(r) or object())
+    monkeypatch.setattr(ops_fit, "_FITTED", type(ops_fit._FITTED)())
+
+    def rows(scale: float) -> ops_data.DenseRows:
+        t = np.arange(1.0, 21.0)
+        return ops_data.DenseRows(np.full(20, "m"), np.full(20, "mlp_up_proj"), np.ones(20), t, t * scale,
+                                  np.full(20, 4096.0), np.full(20, 1024.0), np.zeros(20))
+
+    first = ops_fit._fit_gemm(rows(1.0), 1e15, 3e12, 132)
+    assert ops_fit._fit_gemm(rows(1.0), 1e15, 3e12, 132) is first and len(fitted) == 1
+    assert ops_fit._fit_gemm(rows(2.0), 1e15, 3e12, 132) is not first  # another measurement
+    assert ops_fit._fit_gemm(rows(1.0), 1e15, 3e12, 114) is not first  # another GPU
+    assert len(fitted) == 3 and len(fitted[0]) == 4  # every fifth row is fitted
+    for i in range(ops_fit._FITTED_MAX + 5):
+        ops_fit._fit_gemm(rows(3.0 + i), 1e15, 3e12, 132)
+    assert len(ops_fit._FITTED) == ops_fit._FITTED_MAX
+    assert ops_fit._fit_gemm(rows(1.0), 1e15, 3e12, 132) is not first  # forgotten: fitted again

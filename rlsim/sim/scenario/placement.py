@@ -340,6 +340,9 @@ def _min_gpus(scn: Scenario, pool_name: str, roles: list[str], max_seq_tokens: i
     for role in roles:
         par = scn.roles[role].parallel
         step = max(step, par.tp * par.pp)
+    largest = limit - limit % step
+    if largest < step or not colocated_memory(scn, pool_name, roles, largest, max_seq_tokens).fits:
+        return None  # per-GPU memory only falls as the set grows (states shard over data parallel): none fits
     g = step
     while g <= limit:
         if colocated_memory(scn, pool_name, roles, g, max_seq_tokens).fits:

@@ -27,11 +27,13 @@ datasheet. Collectives (ops_collectives) and MoE/attention/launch rows (ops_extr
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.sparse import lil_matrix
+from scipy.optimize._numdiff import group_columns
+from scipy.sparse import csr_matrix, find, lil_matrix
 
 from rlsim.tools.calibration.ops_data import GEMM_OPS, MEMORY_OPS, DenseRows
 
@@ -177,20 +179,88 @@ def _gemm_sparsity(m, n, pen_idx) -> lil_matrix:
     return s
 
 
+class _GroupedDifferences:
+    """The Jacobian of `fun` by forward differences over groups of columns that share no row of `sparsity` (what
+    least_squares does with jac="2-point" and jac_sparsity, the same steps and the same operations, so the same
+    matrix), with the pattern's indices found once rather than per call, and the residual at the current point
+    taken from the last call of `residuals` rather than computed again."""
+
+    _STEP = np.finfo(np.float64).eps ** 0.5  # scipy's relative step for 2-point differences
+
+    def __init__(self, fun, sparsity: lil_matrix):
+        self.fun = fun
+        self.shape = sparsity.shape
+        groups = group_columns(sparsity)
+        structure = sparsity.tocsc()
+        self.masks, rows, cols = [], [], []
+        for group in range(np.max(groups) + 1):
+            mask = np.equal(group, groups)
+            (members,) = np.nonzero(mask)
+            i, j, _ = find(structure[:, members])
+            self.masks.append(mask)
+            rows.append(i)
+            cols.append(members[j])
+        self.parts = list(zip(rows, cols, strict=True))
+        self.rows, self.cols = np.hstack(rows), np.hstack(cols)
+        self.last: tuple[bytes, np.ndarray] | None = None
+
+    def residuals(self, x):
+        f = self.fun(x)
+        self.last = (x.tobytes(), f)
+        return f
+
+    def __call__(self, x):
+        f0 = self.last[1] if self.last is not None and self.last[0] == x.tobytes() else self.fun(x)
+        h = self._STEP * ((x >= 0).astype(float) * 2 - 1) * np.maximum(1.0, np.abs(x))
+        fractions = []
+        for mask, (i, j) in zip(self.masks, self.parts, strict=True):
+            moved = x + h * mask
+            df = self.fun(moved) - f0
+            fractions.append(df[i] / (moved - x)[j])
+        return csr_matrix((np.hstack(fractions), (self.rows, self.cols)), shape=self.shape)
+
+
+_FITTED: OrderedDict[tuple, GemmCurve] = OrderedDict()  # the last few GEMM fits by their rows (each takes seconds)
+_FITTED_MAX = 16
+
+
 def _fit_gemm(rows: DenseRows, peak: float, bw: float, sms: int) -> GemmCurve:
+    """A GEMM kind's curve; the same rows on the same GPU again (another hold-out of other kinds, a rerun in one
+    process) take the curve already fitted, which is deterministic."""
     keep = np.arange(len(rows)) % _STRIDE == 0  # every few rows: the token grid is dense, the fit stays seconds
     r = rows.subset(keep)
+    key = (r.tokens.tobytes(), r.n.tobytes(), r.k.tobytes(), r.measured_ms.tobytes(), peak, bw, sms)
+    if key in _FITTED:
+        _FITTED.move_to_end(key)
+        return _FITTED[key]
+    curve = _FITTED[key] = _fit_gemm_rows(r, peak, bw, sms)
+    if len(_FITTED) > _FITTED_MAX:
+        _FITTED.popitem(last=False)
+    return curve
+
+
+def _fit_gemm_rows(r: DenseRows, peak: float, bw: float, sms: int) -> GemmCurve:
     m, n, k, y, w = r.tokens, r.n, r.k, r.measured_ms, _weights(r.measured_ms)
     pen, pen_idx = _surface_penalty()
+    # GemmCurve.time_ms with what does not depend on the parameters computed once (the same operations in the
+    # same order, so the same numbers): the surface corners, the wave utilisation, the FLOPs and bytes.
+    idx, wts = _corners(m, n)
+    util = wave_utilisation(m, n, sms)
+    flops, moved = 2.0 * m * n * k, 2.0 * (n * k + m * k + m * n)
 
     def residuals(x):
         with np.errstate(over="ignore", divide="ignore"):  # trial steps may overflow; least_squares backs off
-            t = _gemm_from(x).time_ms(m, n, k, peak, bw, sms)
+            s = _sigmoid(x[:_NS])
+            beta, eta_mem = float(_sigmoid(x[_NS])), float(_sigmoid(x[_NS + 1]))
+            t0, q = float(np.exp(x[_NS + 2])), float(np.exp(x[_NS + 3]))
+            eta = sum(s[i] * wi for i, wi in zip(idx, wts, strict=True)) * util**beta
+            tc, tm = flops / (peak * eta), moved / (bw * eta_mem)
+            t = ((tc**q + tm**q) ** (1.0 / q) + t0) * 1e3
         return np.concatenate([w * np.log(t / y), _SMOOTH * (pen @ x[:_NS])])
 
     x0 = np.concatenate([np.full(_NS, 0.5), [0.0, 1.5, np.log(5e-6), np.log(2.0)]])
-    fit = least_squares(residuals, x0, loss="soft_l1", f_scale=0.05, max_nfev=100,
-                        jac_sparsity=_gemm_sparsity(m, n, pen_idx), tr_solver="lsmr")
+    jac = _GroupedDifferences(residuals, _gemm_sparsity(m, n, pen_idx))
+    fit = least_squares(jac.residuals, x0, jac=jac, loss="soft_l1", f_scale=0.05, max_nfev=100, tr_solver="lsmr")
     return _gemm_from(fit.x)
 
 
