@@ -70,6 +70,10 @@ CASES = {
     "verl-single": lambda: {**_single("scenarios/async/areal-1.5b-h800.yaml"), "schedule": {
         "kind": "fully-async", "staleness_threshold": 0.5, "trigger_parameter_sync_step": 2, "require_batches": 1,
         "ppo_mini_batch_size": 4}},
+    # verl V1's replay buffer: groups evicted whole (stale, filtered, or with a failed trajectory) and refilled.
+    "verl-v1-replay-agentic": lambda: _agentic({
+        "kind": "verl-v1", "trainer_mode": "separate_async", "parameter_sync_step": 1, "max_off_policy_threshold": 2,
+        "replay_buffer": {"num_warmup_batches": 1, "filter_prob": 0.3}}, **FAILING),
 }
 # sha256 (first 16 hex digits) of each case's whole trace (_trace). First recorded on the code in which ROLL
 # subclassed the fully-async schedule and overrode its private hooks (commit 176b466), which the composed
@@ -82,6 +86,7 @@ BEFORE = {
     "areal-agentic-drop-stale": "0dc1b3d6eb73e7e9",
     "areal-single-drop-stale-abort": "cbe8d38255d12a29",
     "verl-single": "b1a522daeb99329a",
+    "verl-v1-replay-agentic": "f0738e13276a5cfb",  # recorded when the case was added (the replay buffer's merge)
 }
 
 
@@ -114,7 +119,7 @@ def test_the_composed_schedules_replay_the_runs_they_made_as_subclasses(run):
 REASONS = {
     TRAINED: {""}, COMPLETED: {""},
     ABORTED: {Reason.REDUNDANT, Reason.EXPIRED, Reason.END_OF_RUN, Reason.MID_GENERATION},
-    DROPPED: {Reason.STALE, Reason.EXPIRED, Reason.FILTERED},
+    DROPPED: {Reason.STALE, Reason.EXPIRED, Reason.FILTERED, Reason.GROUP_FAILED},
 }
 
 
