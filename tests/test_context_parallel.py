@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from rlsim.sim.costs.context_parallel import (
-    ContextParallel,
     cp_bandwidth,
     cp_pass_parts,
     dynamic_group_time,
@@ -22,7 +21,7 @@ from rlsim.sim.costs.context_parallel import (
     ring_exchange_time,
     ulysses_exchange_time,
 )
-from rlsim.sim.costs.layout import ParallelLayout
+from rlsim.sim.costs.layout import ContextParallel, ParallelLayout
 from rlsim.sim.costs.long_context import PassOptions
 from rlsim.sim.costs.training import cp_rank_busy, forward_pass_time, rank_busy, train_pass_time
 from rlsim.sim.hardware import load_profile

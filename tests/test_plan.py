@@ -337,7 +337,7 @@ def test_cli_plan_prints_the_pruning_line_and_exact_turns_it_off(tmp_path):
     res = cli.invoke(app, [*args, "--out", str(tmp_path / "p")])
     assert res.exit_code == 0, res.output
     assert re.search(r"pruning: \d+ bounded out \(analytic\), \d+ screened out \(aggregate mode, > 10% behind the "
-                     r"best or the target\), \d+ simulated exactly", res.output)
+                     r"best or the target\), \d+ simulated exactly", " ".join(res.output.split()))  # wrapped
     res = cli.invoke(app, [*args, "--exact", "--out", str(tmp_path / "e")])
     assert res.exit_code == 0, res.output
     assert "pruning off (--exact)" in res.output

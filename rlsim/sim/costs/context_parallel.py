@@ -32,8 +32,6 @@ Megatron-Core's scheduler is not in verl's wheel; docs/long-context.md says what
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from rlsim.sim.costs.collectives import alltoall_time, ring_bandwidth_bytes_per_s
@@ -42,29 +40,8 @@ from rlsim.sim.costs.training_ops import pass_parts
 from rlsim.sim.hardware import HardwareProfile
 from rlsim.sim.model_shapes import ModelShape
 
-KINDS = ("ring", "ulysses")
 # Bytes per activation element exchanged (bf16 q, k, v, output and their gradients).
 ACT_BYTES = 2.0
-
-
-@dataclass(frozen=True)
-class ContextParallel:
-    """A role's context parallelism: degree `cp` (the largest, when `dynamic`), `kind` ring or ulysses."""
-
-    cp: int
-    kind: str = "ring"
-    dynamic: bool = False
-
-    def __post_init__(self):
-        if self.cp < 1 or self.kind not in KINDS:
-            raise ValueError(f"cp must be >= 1 and kind one of {KINDS}, got cp={self.cp}, kind={self.kind!r}")
-
-    def degrees(self) -> tuple[int, ...]:
-        """The degrees a micro-batch may run at: cp alone, or when dynamic every power of two dividing cp (verl
-        requires each dynamic group to be contiguous ranks aligned to its size, `_cp_members` checks)."""
-        if not self.dynamic:
-            return (self.cp,)
-        return tuple(d for d in (2 ** k for k in range(self.cp.bit_length())) if self.cp % d == 0)
 
 
 def cp_bandwidth(hw: HardwareProfile, tp: int, cp: int, gpus_per_node: int) -> float:

@@ -26,6 +26,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CP_KINDS = ("ring", "ulysses")
+
+
+@dataclass(frozen=True)
+class ContextParallel:
+    """A role's context parallelism: degree `cp` (the largest, when `dynamic`), `kind` ring or ulysses."""
+
+    cp: int
+    kind: str = "ring"
+    dynamic: bool = False
+
+    def __post_init__(self):
+        if self.cp < 1 or self.kind not in CP_KINDS:
+            raise ValueError(f"cp must be >= 1 and kind one of {CP_KINDS}, got cp={self.cp}, kind={self.kind!r}")
+
+    def degrees(self) -> tuple[int, ...]:
+        """The degrees a micro-batch may run at: cp alone, or when dynamic every power of two dividing cp (verl
+        requires each dynamic group to be contiguous ranks aligned to its size, `_cp_members` checks)."""
+        if not self.dynamic:
+            return (self.cp,)
+        return tuple(d for d in (2 ** k for k in range(self.cp.bit_length())) if self.cp % d == 0)
+
 
 @dataclass(frozen=True)
 class ParallelLayout:
@@ -78,8 +100,6 @@ class ParallelLayout:
         """The context parallelism the passes price (costs/context_parallel.ContextParallel), None without."""
         if self.cp <= 1:
             return None
-        from rlsim.sim.costs.context_parallel import ContextParallel
-
         return ContextParallel(self.cp, self.cp_kind, self.cp_dynamic)
 
     def context_problem(self, heads: int) -> str:

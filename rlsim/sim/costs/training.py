@@ -23,7 +23,6 @@ import numpy as np
 
 from rlsim.sim.costs.collectives import allreduce_time, ring_bandwidth_bytes_per_s
 from rlsim.sim.costs.context_parallel import (
-    ContextParallel,
     cp_bandwidth,
     cp_pass_parts,
     dynamic_group_time,
@@ -33,7 +32,7 @@ from rlsim.sim.costs.context_parallel import (
     pack_micro_batches,
     pick_degree,
 )
-from rlsim.sim.costs.layout import ParallelLayout
+from rlsim.sim.costs.layout import ContextParallel, ParallelLayout
 from rlsim.sim.costs.long_context import PLAIN, PassOptions, attention_flops, micro_batches, rank_parts
 from rlsim.sim.costs.memory import expert_split
 from rlsim.sim.costs.moe import TrainingEP

@@ -103,7 +103,7 @@ def plan(
         bar.close()
     result = outcome.result
     _print_recommendations(recommendations(result, objective.value, spec.search.top_k))
-    console.print(result.pruning.line(), highlight=False, soft_wrap=True)
+    console.print(result.pruning.line(), highlight=False)
     counts = _status_counts(result)
     console.print(
         f"{len(result.candidates)} candidates ({counts}); {len(result.evaluations)} simulations, sampler "
@@ -188,7 +188,7 @@ def _size(path: Path, target_text: str, gpus: list[str], space_path: Path | None
     pruning = Pruning(enabled=prune)
     for sz in sizings:
         pruning.add(sz.pruning)
-    console.print(pruning.line(), highlight=False, soft_wrap=True)
+    console.print(pruning.line(), highlight=False)
     console.print(f"{time.perf_counter() - start:.1f} s wall; wrote {out_dir}/ (plan.csv, {paths['png'].name}, "
                   "sizing.md)", highlight=False)
     if not any(sz.answer for sz in sizings):

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from rlsim.tools.plan.candidates import Candidate
-from rlsim.tools.plan.space import Constraints
+from rlsim.tools.plan.space import Constraints, seconds_per_step
 
 SCREEN_MARGIN = 0.10  # keep candidates within 10% of the best screened one, or of the target
 # Rollout engines an aggregate screen simulates at least (the simulator's default is 16): a screen only needs
@@ -67,8 +67,6 @@ def relaxed(value: float, margin: float) -> float:
 
 def clearly_misses(summary: dict, c: Constraints, margin: float = SCREEN_MARGIN) -> str:
     """A throughput floor or deadline the screened result misses by more than `margin` (then exact would too)."""
-    from rlsim.tools.plan.search import seconds_per_step
-
     floor = c.min_throughput_tokens_per_s
     if floor is not None and summary["throughput_tokens_per_s"] < floor * (1 - margin):
         return (f"screen (aggregate mode): {summary['throughput_tokens_per_s']:,.0f} tokens/s, more than "
@@ -83,8 +81,6 @@ def clearly_misses(summary: dict, c: Constraints, margin: float = SCREEN_MARGIN)
 
 def clearly_meets(summary: dict, c: Constraints, margin: float = SCREEN_MARGIN) -> bool:
     """The screened result meets every constraint with `margin` to spare (its objective is a safe incumbent)."""
-    from rlsim.tools.plan.search import seconds_per_step
-
     if c.min_throughput_tokens_per_s is not None and \
             summary["throughput_tokens_per_s"] < c.min_throughput_tokens_per_s * (1 + margin):
         return False

@@ -23,7 +23,7 @@ import numpy as np
 from rlsim.tools.plan.bounds import step_lower_bound, step_work
 from rlsim.tools.plan.candidates import Candidate
 from rlsim.tools.plan.screen import SCREEN_MARGIN, Pruning, aggregate_data, incumbent, relaxed, screen_out
-from rlsim.tools.plan.space import Constraints, Objective, SearchOptions
+from rlsim.tools.plan.space import Constraints, Objective, SearchOptions, seconds_per_step
 from rlsim.tools.sweep.runner import PointTask, make_backend, run_point
 
 DEFAULT_STEPS_FOR_TIME = 1000  # time-to-steps without a deadline: hours for this many steps
@@ -66,10 +66,6 @@ def objective_value(summary: dict, objective: Objective, steps_for_time: int) ->
     if objective == "cost":
         return -float(summary.get("cost_per_million_tokens_usd", float("nan")))
     return -steps_for_time * seconds_per_step(summary) / 3600.0
-
-
-def seconds_per_step(summary: dict) -> float:
-    return float(summary["simulated_seconds"]) / max(1, int(summary["steps"]))
 
 
 def bound_objective(bound: dict, price: float | None, objective: Objective, steps_for_time: int) -> float:

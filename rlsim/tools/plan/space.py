@@ -33,6 +33,11 @@ def _known_hardware(name: str) -> str:
     return name if name.endswith((".yaml", ".yml")) else canonical_profile(name) or name
 
 
+
+def seconds_per_step(summary: dict) -> float:
+    """A run summary's mean simulated seconds per measured step (the deadline constraint's unit)."""
+    return float(summary["simulated_seconds"]) / max(1, int(summary["steps"]))
+
 class GpuOption(Strict):
     """One hardware type and the cluster sizes to try with it."""
 
