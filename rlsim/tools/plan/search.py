@@ -235,13 +235,20 @@ def _prune(batch: list[Candidate], evals: list[Evaluation], k: int, objective: O
            constraints: Constraints) -> list[Candidate]:
     """The batch minus candidates whose bound cannot beat the k-th best (marked pruned, with the reason)."""
     bar = kth_best(evals, k)
+    return _bounded(batch, bar, f"#{k} so far {_fmt_objective(bar, objective)}", objective, steps_for_time,
+                    constraints)
+
+
+def _bounded(batch: list[Candidate], bar: float, against: str, objective: Objective, steps_for_time: int,
+             constraints: Constraints) -> list[Candidate]:
+    """The batch minus candidates that break a constraint or whose bound is under `bar` (marked pruned, the
+    reason naming `against`, what the bar is)."""
     keep = []
     for c in batch:
         why = bound_violation(c, constraints)
         best = bound_objective(c.bound, c.price_usd_per_hour, objective, steps_for_time)
         if not why and best < bar:
-            why = f"bound: {objective} at best {_fmt_objective(best, objective)} < #{k} so far " \
-                  f"{_fmt_objective(bar, objective)}"
+            why = f"bound: {objective} at best {_fmt_objective(best, objective)} < {against}"
         if why:
             c.status, c.reason = "pruned", why
         else:
@@ -357,18 +364,9 @@ def _screened_rung_zero(chosen: list[Candidate], runner: Runner, opts: SearchOpt
     for batch in _batches(order, opts.batch):
         best = incumbent(screen, constraints)
         bar = relaxed(best, SCREEN_MARGIN) if math.isfinite(best) else -math.inf
-        kept = []
-        for c in batch:
-            why = bound_violation(c, constraints)
-            bound = bound_objective(c.bound, c.price_usd_per_hour, objective, steps_for_time)
-            if not why and bound < bar:
-                why = f"bound: {objective} at best {_fmt_objective(bound, objective)} < the best screened " \
-                      f"{_fmt_objective(best, objective)} less {SCREEN_MARGIN:.0%}"
-            if why:
-                c.status, c.reason = "pruned", why
-                pruning.bounded += 1
-            else:
-                kept.append(c)
+        kept = _bounded(batch, bar, f"the best screened {_fmt_objective(best, objective)} less {SCREEN_MARGIN:.0%}",
+                        objective, steps_for_time, constraints)
+        pruning.bounded += len(batch) - len(kept)
         if kept:
             screen += score(runner.run(kept, opts.rungs[0], 0, mode="aggregate"))
     keep = set(screen_out(screen, {c.index: c for c in chosen}, constraints))
