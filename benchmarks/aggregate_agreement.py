@@ -45,7 +45,7 @@ def scale_overrides(path, factor: int) -> list[str]:
     scn = load_scenario(path)
     out = [f"cluster.pools.{name}.nodes={pool.nodes * factor}" for name, pool in scn.cluster.pools.items()]
     out.append(f"algorithm.prompts_per_step={scn.algorithm.prompts_per_step * factor}")
-    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+    for name in aggregate.BATCH_KNOBS:
         value = getattr(scn.schedule, name, None)
         if value is not None:
             out.append(f"schedule.{name}={value * factor}")

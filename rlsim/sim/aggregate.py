@@ -52,6 +52,8 @@ SCALED_COLUMNS = (
     "samples/dropped_stale", "trainer/prompt_groups", "routing/affinity_hits", "routing/prefill_saved_tokens",
 )
 SUPPORTED_KINDS = ("generation-only", "hybridflow", "one-step-off", "fully-async")
+# Schedule knobs counting samples or prompts a step: the share divides each of them by the factor.
+BATCH_KNOBS = ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size")
 # The share by default (simulation.engines null): the fewest engines simulated per schedule family, and the fewest
 # prompt groups per step in the share. A synchronous step's tail is extrapolated from the simulated engines'
 # finishing times (more engines, a steadier fit); an asynchronous run has no such tail, and its trainer batch is
@@ -112,7 +114,7 @@ def plan(scn: Scenario) -> tuple[AggregatePlan | None, str]:
     tp = scn.layout("rollout").engine_gpus
     engines = scn.role_gpus("rollout") // tp
     sizes = [engines, algo.prompts_per_step]
-    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+    for name in BATCH_KNOBS:
         value = getattr(spec, name, None)
         if value is not None:
             sizes.append(value)
@@ -130,7 +132,7 @@ def _reduced(scn: Scenario, f: int) -> Scenario:
     """The scenario with 1/f of the generation load (pools, roles and layouts unchanged)."""
     algo = scn.algorithm.model_copy(update={"prompts_per_step": scn.algorithm.prompts_per_step // f})
     spec_update = {}
-    for name in ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch_size"):
+    for name in BATCH_KNOBS:
         value = getattr(scn.schedule, name, None)
         if value is not None:
             spec_update[name] = value // f
