@@ -109,7 +109,31 @@ def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
     full_prompt, _ = LengthSampler(scn.workload, np.random.default_rng(3))(256 * 8, 8, 0)
     batch = aggregate.TrainerBatch(8, rng, sub)(prompt + response)
     assert sorted(batch) == sorted(full_prompt + full) and not sub.rest
-    assert len(aggregate.TrainerBatch(8, rng)(prompt + response)) == 256 * 8 * 8  # no draw kept: repeated
+    # no draw kept (asynchronous): the share once and 7 shares drawn from it with replacement, not 8 copies
+    share = prompt + response
+    batch = aggregate.TrainerBatch(8, rng)(share)
+    assert len(batch) == 256 * 8 * 8 and set(batch) <= set(share)
+    values, counts = np.unique(batch, return_counts=True)
+    assert (counts >= np.unique(share, return_counts=True)[1]).all()  # every row of the share is trained
+    assert len(set(counts)) > 1  # resampled: the share's rows are not all repeated alike
+    assert batch.mean() == pytest.approx(share.mean(), rel=0.05)
+
+
+def test_tail_subsample_spreads_capped_groups_over_engines_as_the_full_batch_does():
+    """Groups tied at the cap are picked in random order: picked in drawn order, every f-th of them would
+    land evenly over the engines' chunks and every simulated engine would hold a capped sequence."""
+    scn = load_scenario(SCENARIOS / "hybridflow" / "verl-generation-flat.yaml")
+    cap = scn.workload.response_length.max
+    full, share = [], []
+    for seed in range(30):
+        _, response = LengthSampler(scn.workload, np.random.default_rng(seed))(2048, 8, 0)
+        full.append((response.reshape(128, 128).max(axis=1) >= cap).mean())  # 128 engines x 16 groups
+        sub = aggregate.TailSubsample(LengthSampler(scn.workload, np.random.default_rng(seed)), 8,
+                                      np.random.default_rng(100 + seed))
+        _, response = sub(256, 8, 0)
+        share.append((response.reshape(16, 128).max(axis=1) >= cap).mean())  # the 16 simulated engines
+    assert 0.7 < np.mean(full) < 0.95  # most engines, not all, hold a capped sequence
+    assert np.mean(share) == pytest.approx(np.mean(full), abs=0.05)
 
 
 def _extensions(draw, k=64, factor=8, trials=200):

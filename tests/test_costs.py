@@ -496,7 +496,7 @@ def _heap_deal(lens, dp):
 @given(st.lists(st.integers(1, 40_000), min_size=1, max_size=600), st.integers(2, 64), st.sampled_from([1, 7, 64]))
 def test_dealing_in_rounds_is_the_heaps_deal(lens, dp, repeat):
     """split_indices_across_dp deals whole rounds at once: the same owners as the heap, tied and repeated lengths
-    (the aggregate mode's batch: a share repeated) included."""
+    (the aggregate mode's batch: a share resampled) included."""
     from rlsim.sim.costs.training import split_indices_across_dp
 
     lens = np.array(lens * repeat, dtype=np.int64) // (1 if repeat != 7 else 1000)  # 7: many ties

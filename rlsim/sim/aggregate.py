@@ -10,8 +10,8 @@ training side) and:
 - divides the generation load by f: prompts per step, the asynchronous trainer's batch and admission
   caps, and the tool pools' concurrency (rounded up);
 - trains exactly: the trainer's phases take a full-size batch (`TrainerBatch`: a synchronous step's whole
-  draw, an asynchronous one's share repeated f times, shuffled) on the full training GPUs, and a weight
-  sync reaches all N engines' GPUs;
+  draw, an asynchronous one's share with f - 1 shares resampled from it, shuffled) on the full training
+  GPUs, and a weight sync reaches all N engines' GPUs;
 - scales the step rows' counts (samples, tokens, groups, preemptions) and the token and trajectory
   totals back by f; rates, times, fractions and staleness need no scaling.
 
@@ -57,7 +57,7 @@ BATCH_KNOBS = ("consumer_batch_size", "max_concurrent_rollouts", "ppo_mini_batch
 # The share by default (simulation.engines null): the fewest engines simulated per schedule family, and the fewest
 # prompt groups per step in the share. A synchronous step's tail is extrapolated from the simulated engines'
 # finishing times (more engines, a steadier fit); an asynchronous run has no such tail, and its trainer batch is
-# the share repeated, so what it needs is enough distinct groups per step (benchmarks/aggregate_agreement.py).
+# the share resampled, so what it needs is enough distinct groups per step (benchmarks/aggregate_agreement.py).
 DEFAULT_ENGINES = {"sync": 16, "async": 8}
 MIN_GROUPS = 16
 # How far the aggregate mode is from the exact one, as measured by benchmarks/aggregate_agreement.py over the
@@ -157,7 +157,11 @@ class TailSubsample:
         f = self.factor
         prompt, response = self.lengths(n_groups * f, group_size, step)
         longest = response.reshape(n_groups * f, group_size).max(axis=1)
-        order = np.argsort(-longest, kind="stable")  # groups, longest first
+        # groups, longest first; ties (every group holding a sequence at the cap) in random order: in drawn
+        # order, picks every f-th would spread the tied groups evenly over the engines' chunks, and every
+        # engine would hold a capped sequence (verl-generation-flat x8: all 16 engines against 85% of 128)
+        shuffled = self.rng.permutation(len(longest))
+        order = shuffled[np.argsort(-longest[shuffled], kind="stable")]
         picks = order[np.arange(n_groups) * f + int(self.rng.integers(f))]
         picks[0] = order[0]  # the batch's longest group always among the simulated ones
         picks = np.sort(picks)  # keep the drawn order (dispatch is by position)
@@ -221,19 +225,23 @@ def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> flo
 
 
 class TrainerBatch:
-    """The full-size batch the trainer takes in an aggregate run: the simulated share repeated f times, shuffled;
-    a synchronous batch drawn at full size (TailSubsample): the simulated share with the rows not simulated.
+    """The full-size batch the trainer takes in an aggregate run, shuffled: an asynchronous step's share with
+    f - 1 shares drawn from it with replacement; a synchronous batch drawn at full size (TailSubsample): the
+    simulated share with the rows not simulated.
 
     A synchronous share holds the batch's longest group (TailSubsample): repeated f times, the batch would
     train it f times, and f mini-batches would wait for a rank holding one of its longest sequences (verl DAPO
     7B at 64 H20, a 20k-token cap over a 735-token mean: the step 4% longer than exact). The rest of the draw
     is the batch the exact run would train, up to what generation cut short.
 
-    Shuffled, because the copies in order would make every mini-batch the same set of lengths, which
-    balances across data-parallel ranks better than a real batch does (6.6% less update time on
-    ASearcher-7B's trajectories; shuffled, 0.9%, within noise). Shares of earlier steps are not mixed in:
-    while a run settles (the first steps of an asynchronous one) or lengths drift, they would lag.
-    The price is noise: 1/f as many distinct lengths as the exact run trains on.
+    An asynchronous share is not drawn at full size (its groups are admitted one by one), so the rest is
+    resampled from it. Not repeated: the share's exact copies put each of its longest sequences into f
+    mini-batches at once, and a trainer-bound run's update took 6-8% longer than the exact run's on the same
+    tokens (AReaL 1.5B at 96 H800, 1/8 share: 59.8 s against 55.3 s; a bootstrap of the share, 55.8 s,
+    matches the full batch's 55.9 s). Shuffled, because the copies in order would make every mini-batch
+    the same set of lengths. Shares of earlier steps are not mixed in: while a run settles (the first steps
+    of an asynchronous one) or lengths drift, they would lag. The price is noise: 1/f as many distinct
+    lengths as the exact run trains on.
     """
 
     def __init__(self, factor: int, rng: np.random.Generator, drawn: TailSubsample | None = None):
@@ -242,7 +250,8 @@ class TrainerBatch:
     def __call__(self, seq_lens: np.ndarray) -> np.ndarray:
         if self.drawn is not None and self.drawn.rest:
             return self.rng.permutation(np.concatenate([seq_lens, self.drawn.rest.popleft()]))
-        return self.rng.permutation(np.tile(seq_lens, self.factor))
+        extra = self.rng.choice(seq_lens, (self.factor - 1) * len(seq_lens)) if len(seq_lens) else seq_lens
+        return self.rng.permutation(np.concatenate([seq_lens, extra]))
 
 
 def attach(schedule, plan_: AggregatePlan) -> None:
