@@ -113,7 +113,7 @@ def test_tail_subsample_keeps_the_longest_group_and_the_distribution():
     share = prompt + response
     batch = aggregate.TrainerBatch(8, rng)(share)
     assert len(batch) == 256 * 8 * 8 and set(batch) <= set(share)
-    values, counts = np.unique(batch, return_counts=True)
+    _, counts = np.unique(batch, return_counts=True)
     assert (counts >= np.unique(share, return_counts=True)[1]).all()  # every row of the share is trained
     assert len(set(counts)) > 1  # resampled: the share's rows are not all repeated alike
     assert batch.mean() == pytest.approx(share.mean(), rel=0.05)

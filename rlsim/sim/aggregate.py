@@ -238,10 +238,10 @@ class TrainerBatch:
     resampled from it. Not repeated: the share's exact copies put each of its longest sequences into f
     mini-batches at once, and a trainer-bound run's update took 6-8% longer than the exact run's on the same
     tokens (AReaL 1.5B at 96 H800, 1/8 share: 59.8 s against 55.3 s; a bootstrap of the share, 55.8 s,
-    matches the full batch's 55.9 s). Shuffled, because the copies in order would make every mini-batch
-    the same set of lengths. Shares of earlier steps are not mixed in: while a run settles (the first steps
-    of an asynchronous one) or lengths drift, they would lag. The price is noise: 1/f as many distinct
-    lengths as the exact run trains on.
+    matches the full batch's 55.9 s). Shuffled, because the rows not simulated (or resampled) would
+    otherwise all sit at the batch's end, in mini-batches of their own. Shares of earlier steps are not
+    mixed in: while a run settles (the first steps of an asynchronous one) or lengths drift, they would lag.
+    The price is noise: 1/f as many distinct lengths as the exact run trains on.
     """
 
     def __init__(self, factor: int, rng: np.random.Generator, drawn: TailSubsample | None = None):
