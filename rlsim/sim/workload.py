@@ -57,3 +57,17 @@ class LengthSampler:
         out = sample_group_lengths(self.workload, n_groups, group_size, step, self.rng, self.cursor)
         self.cursor += n_groups * group_size
         return out
+
+
+class TurnSampler:
+    """A run's planned turns per trajectory (workload.agent.turns), at the policy version `step` (drift).
+
+    One source for every agentic schedule, as LengthSampler is for lengths, so the aggregate mode can
+    stratify the share's draws (rlsim/sim/aggregate.py, StratifiedDraws)."""
+
+    def __init__(self, workload: WorkloadSpec, rng: np.random.Generator):
+        self.turns = workload.agent.turns if workload.agent is not None else None
+        self.rng = rng
+
+    def __call__(self, n: int, step: int) -> np.ndarray:
+        return self.turns.sample_groups(self.rng, n, 1, step)

@@ -126,7 +126,7 @@ class AsyncRolloutSchedule(RLSchedule):
         if agent is not None:
             prompt = int(scn.workload.prompt_length.sample(env.rng, 1)[0])
             g.pending = size
-            for turns in agent.turns.sample_groups(env.rng, size, 1, self.rollout_version):
+            for turns in self.turns(size, self.rollout_version):
                 s = Sample(len(self.samples_all), g, prompt, 0)
                 self.samples_all.append(s)
                 self.collector.sample_started(s.sid, None, prompt, env.now)

@@ -25,7 +25,7 @@ from rlsim.sim.schedules.gpu_locks import GpuLocks
 from rlsim.sim.schedules.least_loaded import LoadBalancer
 from rlsim.sim.schedules.lora import serve_adapter
 from rlsim.sim.schedules.trajectories import Trajectory, run_trajectory
-from rlsim.sim.workload import LengthSampler
+from rlsim.sim.workload import LengthSampler, TurnSampler
 
 
 @dataclass
@@ -66,6 +66,7 @@ class RLSchedule(Schedule):
                 env.ledger.add_group(role, spec.pool, scn.role_gpus(role))
         self.hybrid = scn.roles_share_gpus("rollout", "actor")
         self.lengths = LengthSampler(scn.workload, env.rng)
+        self.turns = TurnSampler(scn.workload, env.rng)
         self.trajectories: list[Trajectory] = []
         self.costs = PhaseCosts(scn, self.lora, self.dp_size)  # what each phase costs (pure: costs/phase_costs.py)
         self.mini_batches = self.costs.mini_batches  # optimizer updates per epoch of a trainer step
@@ -164,7 +165,7 @@ class RLSchedule(Schedule):
         scn, env = self.scenario, self.env
         agent = scn.workload.agent
         prompt = np.repeat(scn.workload.prompt_length.sample(env.rng, n_prompts), samples_per_prompt)
-        turns = agent.turns.sample_groups(env.rng, len(prompt), 1, env.rl_step)  # mean_schedule: drift
+        turns = self.turns(len(prompt), env.rl_step)  # mean_schedule: drift
         where = assign_engines(scn.schedule.dispatch, prompt, len(self.engines))
         trajs, procs, last = [], [], {}  # last: trajectory id -> the request its latest turn ran as
 
