@@ -225,9 +225,9 @@ def tail_extension(reqs: list, start_s: float, engines: int, factor: int) -> flo
 
 
 class TrainerBatch:
-    """The full-size batch the trainer takes in an aggregate run, shuffled: an asynchronous step's share with
-    f - 1 shares drawn from its quantile function; a synchronous batch drawn at full size (TailSubsample): the
-    simulated share with the rows not simulated.
+    """The full-size batch the trainer takes in an aggregate run: an asynchronous step's share with f - 1 shares
+    drawn from its quantile function, shuffled piece by piece in the share's order; a synchronous batch drawn at
+    full size (TailSubsample), the simulated share with the rows not simulated, shuffled.
 
     A synchronous share holds the batch's longest group (TailSubsample): repeated f times, the batch would
     train it f times, and f mini-batches would wait for a rank holding one of its longest sequences (verl DAPO
@@ -247,15 +247,26 @@ class TrainerBatch:
     otherwise all sit at the batch's end, in mini-batches of their own. Shares of earlier steps are not
     mixed in: while a run settles (the first steps of an asynchronous one) or lengths drift, they would lag.
     The price is noise: 1/f as many distinct lengths as the exact run trains on.
+
+    An asynchronous batch is in the order its groups finished, short ones first, and the trainer cuts it into
+    contiguous mini-batches: shuffled whole, the exact run's own batch takes 2.1% longer to train (NeMo-RL-style
+    in-flight updates, 2,048 sequences on 8 H800; AReaL 7B: 1.5%). So the share is resampled in `segments`
+    contiguous pieces, each from its own quantile function and shuffled within itself, in the share's order. A
+    piece is drawn from its own rows only, so it cannot be finer than the share affords: a mini-batch's rows come
+    from at most half as many share rows (segments <= 2 x mini-batches / f); past that its near-equal lengths
+    even the ranks out (AReaL 1.5B, 1/8 share, four pieces: 1.1% fast). On the exact runs' batches: in-flight
+    updates at 1/2, four pieces, +2.0% -> +0.0%; AReaL 7B at 1/4, two pieces, +1.2% -> +0.3%.
     """
 
-    def __init__(self, factor: int, rng: np.random.Generator, drawn: TailSubsample | None = None):
-        self.factor, self.rng, self.drawn = factor, rng, drawn
+    def __init__(self, factor: int, rng: np.random.Generator, drawn: TailSubsample | None = None, segments: int = 1):
+        self.factor, self.rng, self.drawn, self.segments = factor, rng, drawn, segments
 
     def __call__(self, seq_lens: np.ndarray) -> np.ndarray:
         if self.drawn is not None and self.drawn.rest:
             return self.rng.permutation(np.concatenate([seq_lens, self.drawn.rest.popleft()]))
-        return self.rng.permutation(np.concatenate([seq_lens, self._resampled(seq_lens)]))
+        pieces = [piece for piece in np.array_split(seq_lens, self.segments) if len(piece)] or [seq_lens]
+        return np.concatenate([self.rng.permutation(np.concatenate([piece, self._resampled(piece)]))
+                               for piece in pieces])
 
     def _resampled(self, seq_lens: np.ndarray) -> np.ndarray:
         """(f - 1) x n lengths drawn from the share's quantile function, interpolated between its order statistics."""
@@ -307,7 +318,10 @@ def attach(schedule, plan_: AggregatePlan) -> None:
     drawn = None
     if schedule.scenario.schedule.batch_at_once and hasattr(schedule, "lengths"):  # tail subsampling
         drawn = schedule.lengths = TailSubsample(schedule.lengths, plan_.factor, schedule.env.rng)
-    schedule.full_batch = TrainerBatch(plan_.factor, schedule.env.rng, drawn)
+    costs = getattr(schedule, "costs", None)  # none: a generation-only schedule trains nothing
+    mini_batches = costs.mini_batches if costs is not None else 1
+    segments = max(1, min(mini_batches, 2 * mini_batches // plan_.factor))  # see TrainerBatch
+    schedule.full_batch = TrainerBatch(plan_.factor, schedule.env.rng, drawn, segments)
 
 
 def scale_steps(steps: pd.DataFrame, f: int) -> pd.DataFrame:
